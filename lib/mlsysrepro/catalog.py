@@ -1,0 +1,83 @@
+"""The collection's papers: notebook, declared claims and figures, and where each stands.
+
+Each entry is the contract a paper's notebook fulfils: the tests run the notebook at
+``scale=smoke`` and check that its ``results.json`` holds every claim id and every figure
+declared here. A paper without a notebook is *planned*; with a notebook but no committed
+``default``-scale results it is *partial*; with them it is *reproduced*.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .core import paths
+
+
+@dataclass(frozen=True)
+class Paper:
+    name: str  # short name: notebooks/<name>.ipynb, figures/<name>/, mlsysrepro.<theme>
+    title: str
+    venue: str
+    link: str
+    theme: str
+    claims: tuple[str, ...] = ()
+    figures: tuple[str, ...] = ()
+    is_paper: bool = field(default=True)
+
+    @property
+    def notebook(self) -> Path:
+        return paths.REPO_ROOT / "notebooks" / f"{self.name}.ipynb"
+
+    def results_path(self, scale: str = paths.COMMITTED_SCALE) -> Path:
+        return paths.output_dir(self.name, scale) / "results.json"
+
+    @property
+    def status(self) -> str:
+        if not self.notebook.exists():
+            return "planned"
+        return "reproduced" if self.results_path().exists() else "partial"
+
+
+TEMPLATE = Paper(
+    name="_template",
+    title="Template: mini-batch gradient noise falls as 1/B",
+    venue="(convention check, not a paper)",
+    link="notebooks/README.md",
+    theme="template",
+    claims=("C1",),
+    figures=("fig1_grad_variance_vs_batch",),
+    is_paper=False,
+)
+
+PAPERS: tuple[Paper, ...] = (
+    Paper("llcg", "Learn Locally, Correct Globally: A Distributed Algorithm for Training Graph Neural Networks",
+          "ICLR 2022", "https://arxiv.org/abs/2111.08202", "Graph learning"),
+    Paper("mvs_gnn", "Minimal Variance Sampling with Provable Guarantees for Fast Training of Graph Neural Networks",
+          "KDD 2020", "https://arxiv.org/abs/2006.13866", "Graph learning"),
+    Paper("baklava", "BaKlaVa: Budgeted Allocation of KV Cache for Long-context Inference",
+          "arXiv 2025", "https://arxiv.org/abs/2502.13176", "Transformer inference"),
+    Paper("asymvlm", "AsymVLM: Asymmetric Token Pruning for Efficient Vision-Language Model Inference",
+          "arXiv 2026", "https://arxiv.org/abs/2605.29535", "Transformer inference"),
+    Paper("dlrm_gpu", "Pushing the Performance Envelope of DNN-based Recommendation Systems Inference on GPUs",
+          "MICRO 2024", "https://arxiv.org/abs/2410.22249", "Recommendation"),
+    Paper("pifs_rec", "PIFS-Rec: Process-In-Fabric-Switch for Large-Scale Recommendation System Inferences",
+          "MICRO 2024", "https://arxiv.org/abs/2409.16633", "Recommendation"),
+    Paper("grad_sparsity", "Exploiting Activation based Gradient Output Sparsity to Accelerate Backpropagation in CNNs",
+          "arXiv 2021", "https://arxiv.org/abs/2109.07710", "Training efficiency"),
+    Paper("structured_dropout", "Structured in Space, Randomized in Time: Leveraging Dropout in RNNs for Efficient Training",
+          "NeurIPS 2021", "https://arxiv.org/abs/2106.12089", "Training efficiency"),
+    Paper("ddl_stalls", "Analysis of Distributed Deep Learning in the Cloud (Stash: stall-centric characterization of cloud VMs)",
+          "arXiv 2022", "https://arxiv.org/abs/2208.14344", "Cloud and clusters"),
+    Paper("dally", "GPU Cluster Scheduling for Network-Sensitive Deep Learning (Dally)",
+          "arXiv 2024", "https://arxiv.org/abs/2401.16492", "Cloud and clusters"),
+    Paper("cocktail", "Cocktail: A Multidimensional Optimization for Model Serving in Cloud",
+          "NSDI 2022", "https://arxiv.org/abs/2106.05345", "Cloud and clusters"),
+)
+
+
+def by_name(name: str) -> Paper:
+    for paper in (*PAPERS, TEMPLATE):
+        if paper.name == name:
+            return paper
+    raise KeyError(f"no paper named {name!r}; known: {[p.name for p in (*PAPERS, TEMPLATE)]}")

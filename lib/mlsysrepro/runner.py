@@ -1,0 +1,101 @@
+"""Executes the notebooks through papermill, one after another: what ``./run_all.sh`` calls.
+
+``python -m mlsysrepro.runner [--scale smoke|default] [--only a,b] [--list]`` runs every
+``notebooks/*.ipynb`` (the template first) with ``-p scale <scale>`` and kernel ``python3``,
+writes executed copies to ``build/executed/<scale>/``, keeps going past a failing notebook,
+prints a summary (notebook, status, wall time, claims held) and exits 1 if any failed. After a
+``default`` run it regenerates REPRODUCTION.md and the README's paper table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from .core import paths
+
+NOTEBOOKS = paths.REPO_ROOT / "notebooks"
+RUNNABLE_SCALES = ("smoke", "default")  # `paper` is documented, not run here
+
+
+def notebooks() -> list[Path]:
+    return sorted(NOTEBOOKS.glob("*.ipynb"))  # "_template" sorts before every paper
+
+
+def claims_summary(name: str, scale: str) -> str:
+    path = paths.output_dir(name, scale) / "results.json"
+    if not path.exists():
+        return "-"
+    claims = json.loads(path.read_text())["claims"]
+    return f"{sum(c['holds'] for c in claims)}/{len(claims)}"
+
+
+def run_one(notebook: Path, scale: str, timeout: int) -> str | None:
+    """Execute one notebook; returns None on success, else the error's first line."""
+    import papermill
+
+    out = paths.build_dir() / "executed" / scale / notebook.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        papermill.execute_notebook(
+            str(notebook),
+            str(out),
+            parameters={"scale": scale},
+            kernel_name="python3",
+            cwd=str(NOTEBOOKS),
+            progress_bar=sys.stdout.isatty(),
+            execution_timeout=timeout,
+        )
+    except Exception as error:  # papermill raises PapermillExecutionError, timeouts, kernel deaths
+        return (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run the notebooks through papermill.")
+    parser.add_argument("--scale", default=paths.COMMITTED_SCALE, choices=RUNNABLE_SCALES)
+    parser.add_argument("--only", default="", help="comma-separated notebook names, e.g. _template,mvs_gnn")
+    parser.add_argument("--list", action="store_true", help="list the notebooks and exit")
+    parser.add_argument("--timeout", type=int, default=3600, help="per-cell execution timeout in seconds")
+    args = parser.parse_args(argv)
+
+    found = notebooks()
+    if args.list:
+        print("\n".join(nb.stem for nb in found))
+        return 0
+    if args.only:
+        wanted = [name.strip() for name in args.only.split(",") if name.strip()]
+        unknown = sorted(set(wanted) - {nb.stem for nb in found})
+        if unknown:
+            parser.error(f"--only: unknown notebook(s) {unknown}; available: {[nb.stem for nb in found]}")
+        found = [nb for nb in found if nb.stem in wanted]
+
+    rows, start = [], time.monotonic()
+    for i, nb in enumerate(found, 1):
+        print(f"[{i}/{len(found)}] {nb.stem} (scale={args.scale}) ...", flush=True)
+        t0 = time.monotonic()
+        error = run_one(nb, args.scale, args.timeout)
+        wall = time.monotonic() - t0
+        status = "ok" if error is None else "FAILED"
+        print(f"[{i}/{len(found)}] {nb.stem}: {status} in {wall:.0f} s"
+              f" (total {time.monotonic() - start:.0f} s){'' if error is None else ': ' + error}", flush=True)
+        rows.append((nb.stem, status, wall, claims_summary(nb.stem, args.scale)))
+
+    if args.scale == paths.COMMITTED_SCALE:
+        from . import reproduction
+
+        reproduction.main([])
+    width = max([len(r[0]) for r in rows] + [8])
+    print(f"\n{'notebook':<{width}}  status  wall (s)  claims held")
+    for name, status, wall, claims in rows:
+        print(f"{name:<{width}}  {status:<6}  {wall:8.0f}  {claims}")
+    failed = [r[0] for r in rows if r[1] != "ok"]
+    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""Every notebook follows the conventions, runs at scale=smoke and writes what the catalog declares;
+the template is byte-for-byte repeatable; bad parameters fail with a clear message."""
+
+import ast
+import json
+import os
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+
+from mlsysrepro import catalog
+from mlsysrepro.core import paths
+
+NOTEBOOKS = sorted((paths.REPO_ROOT / "notebooks").glob("*.ipynb"))
+IDS = [nb.stem for nb in NOTEBOOKS]
+
+
+def code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_follows_conventions(path):
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    assert catalog.by_name(path.stem).notebook == path
+    assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
+    for cell in code_cells(nb):
+        assert not cell.outputs and cell.execution_count is None, "notebooks are committed without outputs"
+    params = code_cells(nb)[0]
+    assert "parameters" in params.metadata.get("tags", []), "the first code cell is tagged 'parameters'"
+    statements = ast.parse(params.source).body
+    assert all(isinstance(s, ast.AnnAssign) and isinstance(s.value, ast.Constant) for s in statements), (
+        "the parameters cell holds annotated literals only"
+    )
+    names = [s.target.id for s in statements]
+    assert names[:3] == ["scale", "seed", "use_cache"]
+    assert 'scale: str = "default"' in params.source and "seed: int = 0" in params.source
+    assert "resolve_notebook(" in code_cells(nb)[1].source, "the next cell resolves the settings"
+
+
+def execute(path, out_dir, **parameters):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    return papermill.execute_notebook(
+        str(path), str(out_dir / path.name), parameters=parameters, kernel_name="python3",
+        cwd=str(path.parent), progress_bar=False, execution_timeout=600,
+    )
+
+
+def smoke_outputs(name):
+    return paths.output_dir(name, "smoke")
+
+
+@pytest.fixture(scope="module")
+def smoke_runs(tmp_path_factory):
+    """Each notebook executed once at scale=smoke (lazily, so -k selects cheaply)."""
+    done = {}
+
+    def run(path):
+        if path not in done:
+            execute(path, tmp_path_factory.mktemp("executed"), scale="smoke")
+            done[path] = smoke_outputs(path.stem)
+        return done[path]
+
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_runs_at_smoke_scale_and_writes_what_it_declares(path, smoke_runs):
+    out = smoke_runs(path)
+    assert paths.build_dir() in out.parents, "a smoke run never writes into the committed figures/"
+    results = json.loads((out / "results.json").read_text())
+    declared = catalog.by_name(path.stem)
+    assert results["paper"] == path.stem and results["scale"] == "smoke"
+    assert [c["id"] for c in results["claims"]] == list(declared.claims)
+    assert results["figures"] == [f"{name}.png" for name in declared.figures]
+    for name in declared.figures:
+        assert (out / f"{name}.png").stat().st_size > 0 and (out / f"{name}.svg").stat().st_size > 0
+    for claim in results["claims"]:
+        assert isinstance(claim["holds"], bool) and claim["rule"] and claim["where"]
+
+
+@pytest.mark.slow
+def test_template_is_byte_identical_across_runs(smoke_runs, tmp_path, monkeypatch):
+    template = catalog.TEMPLATE.notebook
+    first = smoke_runs(template)
+    monkeypatch.setenv("MLSYSREPRO_BUILD_DIR", str(tmp_path / "second"))  # the kernel inherits it
+    execute(template, tmp_path, scale="smoke", use_cache=False)
+    second = smoke_outputs(template.stem)
+    assert second != first
+    names = sorted(p.name for p in first.iterdir())
+    assert names == sorted(p.name for p in second.iterdir()) and "results.json" in names
+    for name in names:
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "parameters, message",
+    [
+        ({"scale": "huge"}, "parameter 'scale' must be one of ['smoke', 'default', 'paper'], got 'huge'"),
+        ({"scale": "smoke", "n_draw": 5}, "unknown parameter(s) ['n_draw']"),
+        ({"scale": "smoke", "n_draws": "many"}, "parameter 'n_draws' must be of type int"),
+    ],
+    ids=["unknown-scale", "misspelt-parameter", "wrong-type"],
+)
+def test_bad_parameters_fail_with_a_clear_message(parameters, message, tmp_path):
+    with pytest.raises(papermill.PapermillExecutionError) as info:
+        execute(catalog.TEMPLATE.notebook, tmp_path, **parameters)
+    assert message in str(info.value)
+    assert not (smoke_outputs("_template").parent.parent / "huge").exists()

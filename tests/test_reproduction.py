@@ -1,0 +1,52 @@
+"""REPRODUCTION.md and the README's table are generated from results.json and kept in step."""
+
+import json
+
+import pytest
+
+from mlsysrepro import catalog, reproduction, runner
+from mlsysrepro.core import paths
+
+
+def test_committed_reproduction_and_readme_agree_with_results():
+    assert reproduction.main(["--check"]) == 0, "run `python -m mlsysrepro.reproduction` and commit"
+
+
+def test_every_paper_is_listed_with_a_computed_status():
+    table = reproduction.paper_table()
+    assert len(catalog.PAPERS) == 11
+    for paper in catalog.PAPERS:
+        row = next(line for line in table.splitlines() if f"`{paper.name}.ipynb`" in line)
+        assert f"| {paper.status} |" in row
+
+
+def test_committed_results_are_default_scale_and_match_the_catalog():
+    for paper in (*catalog.PAPERS, catalog.TEMPLATE):
+        path = paper.results_path()
+        if not path.exists():
+            continue
+        results = json.loads(path.read_text())
+        assert results["scale"] == paths.COMMITTED_SCALE
+        assert [c["id"] for c in results["claims"]] == list(paper.claims)
+        assert results["figures"] == [f"{f}.png" for f in paper.figures]
+        for figure in results["figures"]:
+            assert (path.parent / figure).exists()
+
+
+def test_claim_table_shows_the_verdict():
+    results = {
+        "title": "T", "scale": "default", "seed": 0, "figures": ["fig1_x.png"],
+        "claims": [{"id": "C1", "where": "Fig. 1", "statement": "a|b", "paper_value": 1.0, "measured": 2.5,
+                    "rule": "measured <= 1", "holds": False, "note": "small"}],
+    }
+    text = "\n".join(reproduction._paper_section(catalog.TEMPLATE, results))
+    assert "| C1 | Fig. 1 | a\\|b | 1 | 2.5 | `measured <= 1` | **no** | small |" in text
+    assert "claims held: 0/1" in text and "(figures/_template/fig1_x.png)" in text
+
+
+def test_runner_lists_notebooks_and_rejects_unknown_names(capsys):
+    assert runner.main(["--list"]) == 0
+    assert "_template" in capsys.readouterr().out.split()
+    with pytest.raises(SystemExit):
+        runner.main(["--only", "nope"])
+    assert "unknown notebook(s) ['nope']" in capsys.readouterr().err
