@@ -1,0 +1,55 @@
+"""The one batch type every sampler returns and every model consumes.
+
+A GNN of ``L`` layers computes, at layer ``l``, outputs for ``dst`` nodes from inputs on ``src``
+nodes through an aggregation matrix ``block[l]`` (``len(dst) x len(src)``). Conventions:
+
+- ``src_ids[l]`` lists layer ``l``'s input nodes, its outputs first: ``src_ids[l][:num_dst[l]]``
+  are the ``dst`` nodes, so a layer can read a node's own input (GraphSAGE's self term).
+- ``src_ids[l + 1]`` starts with layer ``l``'s ``dst`` nodes; if it is longer, the remaining
+  rows are read from the model's history (stored embeddings; VR-GCN and MVS-GNN, Eq. 7 of
+  MVS-GNN: fresh inside the batch, historical outside).
+- ``block[l]`` is already normalised and importance-weighted, so ``block[l] @ h`` estimates
+  ``P[dst] @ h`` (unbiasedly for the node-wise, layer-wise and full-neighbour samplers).
+- ``cv_rows[l]`` (VR-GCN only): the exact rows ``P[dst, :]`` over all N nodes, used with the
+  history as a control variate: ``block @ (h - hist[src]) + cv_rows @ hist``.
+- ``loss_weight`` weights each output node's loss; their weighted sum estimates the mean
+  training loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Batch:
+    src_ids: list[torch.Tensor]
+    num_dst: list[int]
+    blocks: list[torch.Tensor]  # sparse COO (num_dst[l] x len(src_ids[l]))
+    loss_weight: torch.Tensor
+    cv_rows: list[torch.Tensor | None] | None = None
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def output_ids(self) -> torch.Tensor:
+        """The nodes whose predictions enter the loss."""
+        return self.src_ids[-1][: self.num_dst[-1]]
+
+
+def sparse_block(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
+    """A coalesced sparse COO matrix (duplicates summed: a neighbour drawn twice counts twice)."""
+    return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False).coalesce()
+
+
+def relabel(dst: torch.Tensor, neighbours: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``src = dst ++ (unique neighbours not in dst)`` and each neighbour's position in ``src``."""
+    local = torch.full((num_nodes,), -1, dtype=torch.long)
+    local[dst] = torch.arange(dst.numel())
+    extra = torch.unique(neighbours[local[neighbours] < 0])
+    local[extra] = torch.arange(dst.numel(), dst.numel() + extra.numel())
+    return torch.cat([dst, extra]), local[neighbours]

@@ -1,0 +1,172 @@
+"""Mini-batch samplers for GNN training, in plain torch (PyG's need pyg-lib or torch-sparse).
+
+Every sampler has ``sample(generator) -> Batch`` (see :mod:`.batch`). Most pick seed nodes
+uniformly from the training set (:class:`UniformBatches`) and hand them to a *neighbourhood
+builder* that grows the per-layer blocks top-down:
+
+- :class:`FullNeighborhood`: every neighbour, exact (with uniform seeds: MVS-GNN's "UNS");
+- :class:`NodeWise`: GraphSAGE, ``fanout`` neighbours per node drawn with replacement,
+  weighted ``P_ij * deg_i / fanout`` (unbiased);
+- :class:`LayerWise`: FastGCN (``q_j ~ ||P[:, j]||^2`` over all nodes) and LADIES (the same
+  restricted to the rows of the layer above), ``s`` draws per layer, weighted
+  ``P_ij * count_j / (s q_j)`` (unbiased; LADIES' code also re-normalises rows, which we don't);
+- :class:`OneHopHistory`: MVS-GNN's batch graph, the batch's rows of ``P`` over the batch and
+  its one-hop neighbours, reused at every layer; outside the batch the history stands in;
+- :class:`VRGCN`: node-wise fan-out with VR-GCN's control variate (Chen et al., ICML 2018).
+
+Cluster-GCN and GraphSAINT sample subgraphs instead (:mod:`.subgraph`); MVS-GNN's own node
+selection is in :mod:`.mvs`.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .batch import Batch, relabel, sparse_block
+from .graph import CSRGraph
+
+
+def _block(rows, cols_local, values, n_dst, n_src):
+    return sparse_block(rows, cols_local, values, (n_dst, n_src))
+
+
+class FullNeighborhood:
+    """The exact L-hop computation graph of the seeds."""
+
+    uses_history = False
+
+    def __init__(self, graph: CSRGraph, num_layers: int):
+        self.graph, self.num_layers = graph, num_layers
+
+    def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator | None = None) -> Batch:
+        src_ids, num_dst, blocks, dst = [], [], [], seeds
+        for _ in range(self.num_layers):
+            rows, cols, vals = self.graph.row_slice(dst)
+            src, local = relabel(dst, cols, self.graph.num_nodes)
+            src_ids.append(src), num_dst.append(dst.numel())
+            blocks.append(_block(rows, local, vals, dst.numel(), src.numel()))
+            dst = src
+        return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], weights)
+
+
+class NodeWise:
+    """GraphSAGE sampling: ``fanout`` neighbours (self loop included) per node, with replacement."""
+
+    uses_history = False
+
+    def __init__(self, graph: CSRGraph, num_layers: int, fanout: int):
+        self.graph, self.num_layers, self.fanout = graph, num_layers, fanout
+
+    def sample_block(self, dst: torch.Tensor, generator: torch.Generator):
+        """One layer: the drawn entries as (rows, columns, unbiased weights)."""
+        g, k = self.graph, self.fanout
+        rows = torch.arange(dst.numel()).repeat_interleave(k)
+        deg = g.degree[dst][rows]
+        pos = g.indptr[dst][rows] + (torch.rand(rows.numel(), generator=generator) * deg).long()
+        return rows, g.indices[pos], g.values[pos] * deg / k
+
+    def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator) -> Batch:
+        src_ids, num_dst, blocks, dst = [], [], [], seeds
+        for _ in range(self.num_layers):
+            rows, cols, vals = self.sample_block(dst, generator)
+            src, local = relabel(dst, cols, self.graph.num_nodes)
+            src_ids.append(src), num_dst.append(dst.numel())
+            blocks.append(_block(rows, local, vals, dst.numel(), src.numel()))
+            dst = src
+        return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], weights)
+
+
+class LayerWise:
+    """FastGCN (``kind="fastgcn"``) and LADIES (``kind="ladies"``) layer-wise importance sampling."""
+
+    uses_history = False
+
+    def __init__(self, graph: CSRGraph, num_layers: int, layer_size: int, kind: str = "ladies"):
+        if kind not in ("ladies", "fastgcn"):
+            raise ValueError(f"kind must be 'ladies' or 'fastgcn', got {kind!r}")
+        self.graph, self.num_layers, self.layer_size, self.kind = graph, num_layers, layer_size, kind
+        self.global_q = graph.column_norms_sq()
+
+    def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator) -> Batch:
+        g, s = self.graph, self.layer_size
+        src_ids, num_dst, blocks, dst = [], [], [], seeds
+        for _ in range(self.num_layers):
+            rows, pos = g.row_entries(dst)
+            cols, vals = g.indices[pos], g.values[pos]
+            if self.kind == "ladies":  # q_j ~ sum_{i in layer above} P_ij^2
+                q = torch.zeros(g.num_nodes).index_add_(0, cols, vals**2)
+            else:
+                q = self.global_q
+            q = q / q.sum()
+            drawn = torch.multinomial(q, s, replacement=True, generator=generator)
+            count = torch.bincount(drawn, minlength=g.num_nodes).float()
+            keep = count[cols] > 0
+            rows, cols, vals = rows[keep], cols[keep], vals[keep] * count[cols[keep]] / (s * q[cols[keep]])
+            src, local = relabel(dst, cols, g.num_nodes)  # drawn nodes no row links to are useless
+            src_ids.append(src), num_dst.append(dst.numel())
+            blocks.append(_block(rows, local, vals, dst.numel(), src.numel()))
+            dst = src
+        return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], weights)
+
+
+class OneHopHistory:
+    """MVS-GNN's batch graph: rows of P for the batch over batch + one-hop neighbours, at every layer."""
+
+    uses_history = True
+
+    def __init__(self, graph: CSRGraph, num_layers: int):
+        self.graph, self.num_layers = graph, num_layers
+
+    def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator | None = None) -> Batch:
+        rows, cols, vals = self.graph.row_slice(seeds)
+        src, local = relabel(seeds, cols, self.graph.num_nodes)
+        block = _block(rows, local, vals, seeds.numel(), src.numel())
+        L = self.num_layers
+        return Batch([src] * L, [seeds.numel()] * L, [block] * L, weights)
+
+
+class VRGCN(NodeWise):
+    """Node-wise sampling plus VR-GCN's control variate ``P_hat (h - hist) + P hist`` on layers >= 1.
+
+    Layer 0 aggregates the (fixed, exactly known) features over every neighbour.
+    """
+
+    uses_history = True
+
+    def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator) -> Batch:
+        g, n = self.graph, self.graph.num_nodes
+        src_ids, num_dst, blocks, cv_rows, dst = [], [], [], [], seeds
+        for layer in reversed(range(self.num_layers)):
+            if layer == 0:
+                rows, cols, vals = g.row_slice(dst)
+            else:
+                rows, cols, vals = self.sample_block(dst, generator)
+            src, local = relabel(dst, cols, n)
+            src_ids.append(src), num_dst.append(dst.numel())
+            blocks.append(_block(rows, local, vals, dst.numel(), src.numel()))
+            if layer == 0:
+                cv_rows.append(None)
+            else:
+                r, c, v = g.row_slice(dst)
+                cv_rows.append(_block(r, c, v, dst.numel(), n))
+            dst = src
+        return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], weights, cv_rows[::-1])
+
+
+class UniformBatches:
+    """``batch_size`` training nodes drawn uniformly without replacement, each weighted 1/B."""
+
+    def __init__(self, builder, train_idx: torch.Tensor, batch_size: int):
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.builder, self.train_idx = builder, train_idx
+        self.batch_size = min(batch_size, train_idx.numel())
+        self.uses_history = builder.uses_history
+
+    def sample(self, generator: torch.Generator) -> Batch:
+        pick = torch.randperm(self.train_idx.numel(), generator=generator)[: self.batch_size]
+        weights = torch.full((self.batch_size,), 1.0 / self.batch_size)
+        return self.builder.build(self.train_idx[pick], weights, generator)
+
+    def refresh(self, model, data, history, step: int) -> None:
+        """Nothing to refresh (MVS-GNN's sampler refreshes its checkpoint here)."""

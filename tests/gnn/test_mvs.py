@@ -1,0 +1,115 @@
+import pytest
+import torch
+
+from mlsysrepro.gnn import samplers as S
+from mlsysrepro.gnn.models import GNN, History
+from mlsysrepro.gnn.mvs import MVSSampler, last_layer_grad_norms, mvs_probabilities
+
+from .conftest import toy_data
+
+
+def check_minimal_variance(w: torch.Tensor, batch: float, p: torch.Tensor) -> None:
+    """p sums to B and equals min(1, w / mu) for one mu (recovered from an uncapped entry)."""
+    assert p.dtype == torch.float64 and abs(float(p.sum()) - batch) < 1e-6
+    w = w.double()
+    assert ((p >= 0) & (p <= 1)).all()
+    uncapped = (p < 1) & (w > 0)
+    mu = float((w[uncapped] / p[uncapped]).median())
+    assert torch.allclose(p, torch.clamp(w / mu, max=1.0), atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_probabilities_on_random_weights(seed):
+    g = torch.Generator().manual_seed(seed)
+    w = torch.rand(500, generator=g) ** 4
+    check_minimal_variance(w, 50, mvs_probabilities(w, 50))
+
+
+def test_probabilities_with_ties_zeros_and_a_weight_above_mu():
+    w = torch.tensor([100.0, 50.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 2.0, 2.0])
+    p = mvs_probabilities(w, 4)
+    check_minimal_variance(w, 4, p)
+    assert p[0] == 1 and p[1] == 1  # both exceed mu: capped
+    assert p[2] == p[3] == p[4] == p[5] and p[8] == p[9] == 2 * p[2]  # ties stay tied, proportional
+    assert p[6] == 0 and p[7] == 0
+
+
+def test_probabilities_edge_cases():
+    assert torch.equal(mvs_probabilities(torch.tensor([3.0, 0.0, 1.0]), 2).float(), torch.tensor([1.0, 0.0, 1.0]))
+    assert torch.allclose(mvs_probabilities(torch.ones(8), 2).float(), torch.full((8,), 0.25))
+    with pytest.raises(ValueError, match="batch_size must be in"):
+        mvs_probabilities(torch.ones(3), 4)
+    with pytest.raises(ValueError, match="non-negative"):
+        mvs_probabilities(torch.tensor([1.0, -1.0]), 1)
+
+
+def bernoulli_estimates(grads: torch.Tensor, p: torch.Tensor, draws: int, g: torch.Generator) -> torch.Tensor:
+    """``sum_{i chosen} G_i / (p_i n)`` for each draw: the importance-weighted mean gradient."""
+    chosen = torch.rand(draws, p.numel(), generator=g) < p
+    return (chosen.float() / (p.float() * p.numel())) @ grads
+
+
+def test_mvs_is_unbiased_and_beats_uniform_on_skewed_gradient_norms():
+    g = torch.Generator().manual_seed(0)
+    n, batch = 400, 40
+    scale = torch.rand(n, generator=g) ** 6 * 20  # a few nodes with large gradients
+    grads = torch.randn(n, 8, generator=g) * scale[:, None]
+    exact = grads.mean(0)
+    uniform = bernoulli_estimates(grads, torch.full((n,), batch / n), 20_000, g)
+    mvs = bernoulli_estimates(grads, mvs_probabilities(grads.norm(dim=1), batch), 20_000, g)
+    for est in (uniform, mvs):
+        stderr = est.std(0) / est.shape[0] ** 0.5
+        assert ((est.mean(0) - exact).abs() <= 5 * stderr).all()
+    var = lambda est: float(((est - exact) ** 2).sum(1).mean())  # noqa: E731
+    assert var(mvs) < 0.5 * var(uniform)
+
+
+def test_mvs_sampler_aggregation_is_unbiased():
+    """With MVS's Bernoulli batches and 1/(p_i |C|) weights, the weighted sum of the batch's
+    aggregations estimates the mean exact aggregation over the candidates."""
+    data = toy_data(80, 300, seed=2)
+    g = torch.Generator().manual_seed(0)
+    sampler = MVSSampler(S.FullNeighborhood(data.graph, 1), data.train_idx, 6, gamma=1.0, inner_steps=10, generator=g)
+    torch.manual_seed(0)
+    model = GNN(data.x.shape[1], 8, data.num_classes, 1)
+    sampler.refresh(model, data, History(1, data.num_nodes, 8), step=0)
+    h = torch.randn(data.num_nodes, 3, generator=g)
+    exact = (data.graph.adjacency().to_dense()[data.train_idx] @ h).mean(0)
+    draws = []
+    for _ in range(4_000):
+        batch = sampler.sample(g)
+        draws.append(batch.loss_weight @ (batch.blocks[0] @ h[batch.src_ids[0]]))
+    draws = torch.stack(draws)
+    stderr = draws.std(0) / draws.shape[0] ** 0.5
+    assert ((draws.mean(0) - exact).abs() <= 5 * stderr).all()
+
+
+@pytest.mark.parametrize("kind", ["gcn", "sage"])
+def test_history_equal_to_exact_embeddings_gives_the_full_batch_forward(kind):
+    data = toy_data(60, 200, seed=5)
+    torch.manual_seed(1)
+    model = GNN(data.x.shape[1], 16, data.num_classes, num_layers=3, kind=kind).eval()
+    adjacency = data.graph.adjacency()
+    history = History(3, data.num_nodes, 16)
+    history.fill(model.layer_inputs(data.x, adjacency))
+    seeds = data.train_idx[:7]
+    batch = S.OneHopHistory(data.graph, 3).build(seeds, torch.ones(7))
+    full = model.forward_full(data.x, adjacency)[seeds]
+    assert torch.allclose(model(data.x, batch, history), full, atol=1e-5)
+    history.tables[1].zero_()  # a stale history changes the result: the test can fail
+    assert not torch.allclose(model(data.x, batch, history), full, atol=1e-3)
+
+
+def test_gradient_norm_trick_matches_per_node_autograd():
+    data = toy_data(40, 120, seed=6)
+    torch.manual_seed(2)
+    model = GNN(data.x.shape[1], 8, data.num_classes, num_layers=2, kind="sage")
+    logits, last_input = model.forward_full(data.x, data.graph.adjacency(), return_last_input=True)
+    norms = last_layer_grad_norms(logits.detach(), last_input.detach(), data.y)
+    last = model.linears[-1]
+    for i in (0, 5, 17):
+        model.zero_grad()
+        logits = model.forward_full(data.x, data.graph.adjacency())
+        torch.nn.functional.cross_entropy(logits[i : i + 1], data.y[i : i + 1]).backward()
+        expected = torch.sqrt((last.weight.grad**2).sum() + (last.bias.grad**2).sum())
+        assert torch.isclose(norms[i], expected, rtol=1e-4)

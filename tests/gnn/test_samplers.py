@@ -1,0 +1,135 @@
+import pytest
+import torch
+
+from mlsysrepro.gnn import samplers as S
+from mlsysrepro.gnn import subgraph as G
+from mlsysrepro.gnn.mvs import MVSSampler
+from mlsysrepro.gnn.models import GNN, History
+
+from .conftest import random_graph, toy_data
+
+
+def block_dense(batch, layer, num_nodes):
+    """A batch block as a dense (num_dst x N) matrix over global node ids."""
+    block = batch.blocks[layer].coalesce()
+    rows, cols = block.indices()
+    out = torch.zeros(batch.num_dst[layer], num_nodes)
+    return out.index_put_((rows, batch.src_ids[layer][cols]), block.values(), accumulate=True)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda g: S.NodeWise(g, 1, fanout=3),
+        lambda g: S.LayerWise(g, 1, layer_size=8, kind="ladies"),
+        lambda g: S.LayerWise(g, 1, layer_size=8, kind="fastgcn"),
+    ],
+    ids=["node-wise", "ladies", "fastgcn"],
+)
+def test_sampled_aggregation_is_unbiased(make):
+    """The Monte-Carlo mean of block @ h matches the exact P[dst] @ h within 5 standard errors."""
+    graph = random_graph(60, 200, seed=3, skew=True)
+    builder = make(graph)
+    h = torch.randn(60, 4, generator=torch.Generator().manual_seed(0))
+    seeds = torch.tensor([0, 7, 13, 42, 59])
+    exact = graph.adjacency().to_dense()[seeds] @ h
+    g = torch.Generator().manual_seed(1)
+    draws = torch.stack([block_dense(builder.build(seeds, torch.ones(5), g), 0, 60) @ h for _ in range(4_000)])
+    stderr = draws.std(0) / draws.shape[0] ** 0.5
+    assert ((draws.mean(0) - exact).abs() <= 5 * stderr + 1e-6).all()
+    assert (draws.std(0) > 0).any()  # it really sampled
+
+
+def test_full_neighbourhood_is_exact(toy):
+    batch = S.FullNeighborhood(toy.graph, 2).build(toy.train_idx[:5], torch.ones(5))
+    p = toy.graph.adjacency().to_dense()
+    for l in range(2):
+        assert torch.allclose(block_dense(batch, l, toy.num_nodes), p[batch.src_ids[l][: batch.num_dst[l]]])
+
+
+def samplers_for(data, g):
+    L, B = 2, 8
+    full = S.FullNeighborhood(data.graph, L)
+    mvs = MVSSampler(S.OneHopHistory(data.graph, L), data.train_idx, B, gamma=1.0, inner_steps=5, generator=g)
+    torch.manual_seed(0)
+    model = GNN(data.x.shape[1], 8, data.num_classes, L)
+    history = History(L, data.num_nodes, 8)
+    mvs.refresh(model, data, history, step=0)
+    return {
+        "uns": S.UniformBatches(full, data.train_idx, B),
+        "graphsage": S.UniformBatches(S.NodeWise(data.graph, L, 3), data.train_idx, B),
+        "vrgcn": S.UniformBatches(S.VRGCN(data.graph, L, 2), data.train_idx, B),
+        "ladies": S.UniformBatches(S.LayerWise(data.graph, L, B, "ladies"), data.train_idx, B),
+        "fastgcn": S.UniformBatches(S.LayerWise(data.graph, L, B, "fastgcn"), data.train_idx, B),
+        "clustergcn": G.ClusterGCN(data.graph, data.train_idx, L, num_clusters=5, clusters_per_batch=2),
+        "graphsaint": G.SaintNode(data.graph, data.train_idx, L, budget=15, generator=g),
+        "mvs": mvs,
+    }
+
+
+SAMPLERS = ["uns", "graphsage", "vrgcn", "ladies", "fastgcn", "clustergcn", "graphsaint", "mvs"]
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_batch_shapes_and_indices_are_valid(name):
+    data = toy_data()
+    batch = samplers_for(data, torch.Generator().manual_seed(0))[name].sample(torch.Generator().manual_seed(5))
+    n = data.num_nodes
+    assert batch.num_layers == 2
+    for l in range(2):
+        src, block = batch.src_ids[l], batch.blocks[l]
+        assert src.min() >= 0 and src.max() < n and src.unique().numel() == src.numel()
+        assert block.shape == (batch.num_dst[l], src.numel())
+        assert block.coalesce().indices().min() >= 0
+        if l + 1 < 2:  # layer l's outputs open the next layer's inputs
+            assert torch.equal(batch.src_ids[l + 1][: batch.num_dst[l]], src[: batch.num_dst[l]])
+    assert batch.loss_weight.shape == batch.output_ids.shape and (batch.loss_weight >= 0).all()
+    model = GNN(data.x.shape[1], 8, data.num_classes, 2)
+    history = History(2, n, 8)
+    logits = model(data.x, batch, history)
+    assert logits.shape == (batch.output_ids.numel(), data.num_classes) and torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", SAMPLERS)
+def test_sampling_is_deterministic_under_a_seed(name):
+    def draw():
+        data = toy_data()
+        sampler = samplers_for(data, torch.Generator().manual_seed(0))[name]
+        g = torch.Generator().manual_seed(9)
+        return [sampler.sample(g) for _ in range(3)]
+
+    for a, b in zip(draw(), draw()):
+        assert all(torch.equal(x, y) for x, y in zip(a.src_ids, b.src_ids))
+        assert all(torch.equal(x.to_dense(), y.to_dense()) for x, y in zip(a.blocks, b.blocks))
+        assert torch.equal(a.loss_weight, b.loss_weight)
+
+
+def test_cluster_gcn_covers_every_training_node_once_per_epoch():
+    data = toy_data(200, 600, seed=4)
+    sampler = G.ClusterGCN(data.graph, data.train_idx, 2, num_clusters=10, clusters_per_batch=3)
+    batches = sampler.epoch(torch.Generator().manual_seed(0))
+    nodes = torch.cat(batches)
+    assert torch.equal(torch.sort(nodes).values, torch.arange(200))  # every node exactly once
+    assert len(batches) == 4  # ceil(10 clusters / 3)
+    seen = []
+    for _ in range(len(batches)):  # sample() walks the same epoch
+        batch = sampler.sample(torch.Generator().manual_seed(0))
+        seen.append(batch.output_ids[batch.loss_weight > 0])
+        assert torch.isclose(batch.loss_weight.sum(), torch.tensor(1.0))
+    assert torch.equal(torch.sort(torch.cat(seen)).values, torch.sort(data.train_idx).values)
+
+
+def test_graphsaint_normalisation_matches_its_definition():
+    # path 0-1-2-3 with self loops; three pre-drawn node sets
+    graph = G.CSRGraph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 3]]), 4)
+    samples = [torch.tensor([0, 1]), torch.tensor([1, 2, 3]), torch.tensor([0, 1, 2])]
+    loss_norm, alpha = G.saint_norms(graph, samples, num_train=2)
+    # C_v = [2, 3, 2, 1]; lambda_v = C_v / 3; loss norm = 1 / (lambda_v * 2)
+    assert torch.allclose(loss_norm, 3.0 / (2.0 * torch.tensor([2.0, 3, 2, 1])))
+    expected = {  # alpha_uv = C_uv / C_u for every stored entry (u = row)
+        (0, 0): 2 / 2, (0, 1): 2 / 2, (1, 0): 2 / 3, (1, 1): 3 / 3, (1, 2): 2 / 3,
+        (2, 1): 2 / 2, (2, 2): 2 / 2, (2, 3): 1 / 2, (3, 2): 1 / 1, (3, 3): 1 / 1,
+    }
+    for (u, v), value in expected.items():
+        pos = graph.indptr[u] + (graph.indices[graph.indptr[u]: graph.indptr[u + 1]] == v).nonzero()[0, 0]
+        assert alpha[pos] == pytest.approx(value), (u, v)
