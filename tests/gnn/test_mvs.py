@@ -3,7 +3,7 @@ import torch
 
 from mlsysrepro.gnn import samplers as S
 from mlsysrepro.gnn.models import GNN, History
-from mlsysrepro.gnn.mvs import MVSSampler, last_layer_grad_norms, mvs_probabilities
+from mlsysrepro.gnn.mvs import MVSSampler, gradient_alignment, last_layer_grad_norms, mvs_probabilities
 
 from .conftest import toy_data
 
@@ -113,3 +113,12 @@ def test_gradient_norm_trick_matches_per_node_autograd():
         torch.nn.functional.cross_entropy(logits[i : i + 1], data.y[i : i + 1]).backward()
         expected = torch.sqrt((last.weight.grad**2).sum() + (last.bias.grad**2).sum())
         assert torch.isclose(norms[i], expected, rtol=1e-4)
+
+
+def test_gradient_alignment_is_1_for_equal_and_0_for_cancelling_gradients():
+    logits = torch.tensor([[2.0, 0.0], [2.0, 0.0]])
+    z = torch.tensor([[1.0, 3.0], [1.0, 3.0]])
+    assert gradient_alignment(logits, z, torch.tensor([1, 1])) == pytest.approx(1.0)
+    # two nodes with the same features and opposite labels: their gradients cancel exactly
+    logits = torch.zeros(2, 2)
+    assert gradient_alignment(logits, z, torch.tensor([0, 1])) == pytest.approx(0.0, abs=1e-7)

@@ -27,7 +27,7 @@ import torch
 class Batch:
     src_ids: list[torch.Tensor]
     num_dst: list[int]
-    blocks: list[torch.Tensor]  # sparse COO (num_dst[l] x len(src_ids[l]))
+    blocks: list[torch.Tensor]  # sparse CSR (num_dst[l] x len(src_ids[l]))
     loss_weight: torch.Tensor
     cv_rows: list[torch.Tensor | None] | None = None
 
@@ -42,8 +42,16 @@ class Batch:
 
 
 def sparse_block(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, shape: tuple[int, int]) -> torch.Tensor:
-    """A coalesced sparse COO matrix (duplicates summed: a neighbour drawn twice counts twice)."""
-    return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, shape, check_invariants=False).coalesce()
+    """A sparse CSR matrix from entries whose ``rows`` are sorted (every builder emits them so).
+
+    Repeated (row, column) entries are summed by the product, so a neighbour drawn twice counts
+    twice. CSR needs no coalescing and multiplies several times faster than COO on the CPU.
+    """
+    if rows.numel() > 1 and bool((rows[1:] < rows[:-1]).any()):
+        raise ValueError("sparse_block needs entries sorted by row")
+    crow = torch.zeros(shape[0] + 1, dtype=torch.long)
+    crow[1:] = torch.cumsum(torch.bincount(rows, minlength=shape[0]), 0)
+    return torch.sparse_csr_tensor(crow, cols, values, shape, check_invariants=False)
 
 
 def relabel(dst: torch.Tensor, neighbours: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -13,10 +13,18 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core import fetch
+from ..core import DatasetError, fetch
 from .graph import CSRGraph
 
 GRAPHS = ("cora", "citeseer", "tolokers", "minesweeper")
+
+#: The MVS-GNN and LLCG papers' large graphs: not obtainable here, so not in the registry.
+PAPER_GRAPHS = {
+    "reddit": "Reddit (232,965 nodes, 11.6 M edges; GraphSAGE / GraphSAINT release, ~1.3 GB)",
+    "ppi": "PPI (14,755 nodes, 225,270 edges, 121 labels; GraphSAGE release)",
+    "ppi_large": "PPI-large (56,944 nodes, 2.8 M edges; GraphSAINT release)",
+    "yelp": "Yelp (716,847 nodes, 7.0 M edges, 100 labels; GraphSAINT release)",
+}
 
 
 @dataclass(frozen=True)
@@ -58,6 +66,12 @@ def load_graph(name: str, split: int = 0) -> GraphData:
             raise ValueError(f"split must be in 0..{data.train_mask.shape[1] - 1}, got {split}")
         masks = (data.train_mask[:, split], data.val_mask[:, split], data.test_mask[:, split])
         return _from_pyg(name, data, *masks, "roc_auc")
+    if name in PAPER_GRAPHS:
+        raise DatasetError(
+            f"{PAPER_GRAPHS[name]} is the paper's dataset and is not in the data registry (it cannot be had "
+            "offline here). To run scale='paper', add it to lib/mlsysrepro/core/datasets.json with its files' "
+            "sha256 and URLs, and a loader branch here (see data/README.md)."
+        )
     raise ValueError(f"unknown graph {name!r}; choose one of {list(GRAPHS)} or use contextual_sbm()")
 
 

@@ -61,10 +61,9 @@ class CSRGraph:
         return cls(indptr, cols, values)
 
     def adjacency(self) -> torch.Tensor:
-        """The propagation matrix as a coalesced sparse COO tensor (N x N) for full-graph products."""
+        """The propagation matrix as a sparse CSR tensor (N x N) for full-graph products."""
         n = self.num_nodes
-        index = torch.stack([self.rows, self.indices])
-        return torch.sparse_coo_tensor(index, self.values, (n, n), is_coalesced=True, check_invariants=False)
+        return torch.sparse_csr_tensor(self.indptr, self.indices, self.values, (n, n), check_invariants=False)
 
     def row_entries(self, nodes: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """The stored entries of rows ``nodes``: (local row 0..len(nodes)-1, position in ``indices``)."""

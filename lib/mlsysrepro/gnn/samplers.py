@@ -30,18 +30,23 @@ def _block(rows, cols_local, values, n_dst, n_src):
     return sparse_block(rows, cols_local, values, (n_dst, n_src))
 
 
-class FullNeighborhood:
-    """The exact L-hop computation graph of the seeds."""
+class LayerByLayer:
+    """Grows a batch top-down: layer ``l``'s dst nodes pick their entries with :meth:`entries`,
+    and the nodes those entries reach become the dst nodes of layer ``l - 1``."""
 
     uses_history = False
 
     def __init__(self, graph: CSRGraph, num_layers: int):
         self.graph, self.num_layers = graph, num_layers
 
+    def entries(self, dst: torch.Tensor, layer: int, generator: torch.Generator | None):
+        """(local row, global column, weight) of layer ``layer``'s block."""
+        raise NotImplementedError
+
     def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator | None = None) -> Batch:
         src_ids, num_dst, blocks, dst = [], [], [], seeds
-        for _ in range(self.num_layers):
-            rows, cols, vals = self.graph.row_slice(dst)
+        for layer in reversed(range(self.num_layers)):
+            rows, cols, vals = self.entries(dst, layer, generator)
             src, local = relabel(dst, cols, self.graph.num_nodes)
             src_ids.append(src), num_dst.append(dst.numel())
             blocks.append(_block(rows, local, vals, dst.numel(), src.numel()))
@@ -49,64 +54,52 @@ class FullNeighborhood:
         return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], weights)
 
 
-class NodeWise:
+class FullNeighborhood(LayerByLayer):
+    """The exact L-hop computation graph of the seeds."""
+
+    def entries(self, dst, layer, generator):
+        return self.graph.row_slice(dst)
+
+
+class NodeWise(LayerByLayer):
     """GraphSAGE sampling: ``fanout`` neighbours (self loop included) per node, with replacement."""
 
-    uses_history = False
-
     def __init__(self, graph: CSRGraph, num_layers: int, fanout: int):
-        self.graph, self.num_layers, self.fanout = graph, num_layers, fanout
+        super().__init__(graph, num_layers)
+        self.fanout = fanout
 
-    def sample_block(self, dst: torch.Tensor, generator: torch.Generator):
-        """One layer: the drawn entries as (rows, columns, unbiased weights)."""
+    def entries(self, dst, layer, generator):
         g, k = self.graph, self.fanout
         rows = torch.arange(dst.numel()).repeat_interleave(k)
         deg = g.degree[dst][rows]
         pos = g.indptr[dst][rows] + (torch.rand(rows.numel(), generator=generator) * deg).long()
         return rows, g.indices[pos], g.values[pos] * deg / k
 
-    def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator) -> Batch:
-        src_ids, num_dst, blocks, dst = [], [], [], seeds
-        for _ in range(self.num_layers):
-            rows, cols, vals = self.sample_block(dst, generator)
-            src, local = relabel(dst, cols, self.graph.num_nodes)
-            src_ids.append(src), num_dst.append(dst.numel())
-            blocks.append(_block(rows, local, vals, dst.numel(), src.numel()))
-            dst = src
-        return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], weights)
 
-
-class LayerWise:
+class LayerWise(LayerByLayer):
     """FastGCN (``kind="fastgcn"``) and LADIES (``kind="ladies"``) layer-wise importance sampling."""
-
-    uses_history = False
 
     def __init__(self, graph: CSRGraph, num_layers: int, layer_size: int, kind: str = "ladies"):
         if kind not in ("ladies", "fastgcn"):
             raise ValueError(f"kind must be 'ladies' or 'fastgcn', got {kind!r}")
-        self.graph, self.num_layers, self.layer_size, self.kind = graph, num_layers, layer_size, kind
+        super().__init__(graph, num_layers)
+        self.layer_size, self.kind = layer_size, kind
         self.global_q = graph.column_norms_sq()
 
-    def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator) -> Batch:
+    def entries(self, dst, layer, generator):
         g, s = self.graph, self.layer_size
-        src_ids, num_dst, blocks, dst = [], [], [], seeds
-        for _ in range(self.num_layers):
-            rows, pos = g.row_entries(dst)
-            cols, vals = g.indices[pos], g.values[pos]
-            if self.kind == "ladies":  # q_j ~ sum_{i in layer above} P_ij^2
-                q = torch.zeros(g.num_nodes).index_add_(0, cols, vals**2)
-            else:
-                q = self.global_q
-            q = q / q.sum()
-            drawn = torch.multinomial(q, s, replacement=True, generator=generator)
-            count = torch.bincount(drawn, minlength=g.num_nodes).float()
-            keep = count[cols] > 0
-            rows, cols, vals = rows[keep], cols[keep], vals[keep] * count[cols[keep]] / (s * q[cols[keep]])
-            src, local = relabel(dst, cols, g.num_nodes)  # drawn nodes no row links to are useless
-            src_ids.append(src), num_dst.append(dst.numel())
-            blocks.append(_block(rows, local, vals, dst.numel(), src.numel()))
-            dst = src
-        return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], weights)
+        rows, pos = g.row_entries(dst)
+        cols, vals = g.indices[pos], g.values[pos]
+        if self.kind == "ladies":  # q_j ~ sum_{i in layer above} P_ij^2
+            q = torch.zeros(g.num_nodes).index_add_(0, cols, vals**2)
+        else:
+            q = self.global_q
+        q = q / q.sum()
+        drawn = torch.multinomial(q, s, replacement=True, generator=generator)
+        count = torch.bincount(drawn, minlength=g.num_nodes).float()
+        keep = count[cols] > 0  # drawn nodes no row links to are useless
+        rows, cols, vals = rows[keep], cols[keep], vals[keep]
+        return rows, cols, vals * count[cols] / (s * q[cols])
 
 
 class OneHopHistory:
@@ -133,24 +126,17 @@ class VRGCN(NodeWise):
 
     uses_history = True
 
+    def entries(self, dst, layer, generator):
+        return self.graph.row_slice(dst) if layer == 0 else super().entries(dst, layer, generator)
+
     def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator) -> Batch:
-        g, n = self.graph, self.graph.num_nodes
-        src_ids, num_dst, blocks, cv_rows, dst = [], [], [], [], seeds
-        for layer in reversed(range(self.num_layers)):
-            if layer == 0:
-                rows, cols, vals = g.row_slice(dst)
-            else:
-                rows, cols, vals = self.sample_block(dst, generator)
-            src, local = relabel(dst, cols, n)
-            src_ids.append(src), num_dst.append(dst.numel())
-            blocks.append(_block(rows, local, vals, dst.numel(), src.numel()))
-            if layer == 0:
-                cv_rows.append(None)
-            else:
-                r, c, v = g.row_slice(dst)
-                cv_rows.append(_block(r, c, v, dst.numel(), n))
-            dst = src
-        return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], weights, cv_rows[::-1])
+        batch = super().build(seeds, weights, generator)
+        batch.cv_rows = [None]
+        for layer in range(1, self.num_layers):  # exact rows P[dst, :] over all N nodes
+            dst = batch.src_ids[layer][: batch.num_dst[layer]]
+            rows, cols, vals = self.graph.row_slice(dst)
+            batch.cv_rows.append(_block(rows, cols, vals, dst.numel(), self.graph.num_nodes))
+        return batch
 
 
 class UniformBatches:

@@ -1,0 +1,96 @@
+"""Benchmark of the GNN samplers (MVS-GNN issue): ratios against baselines run in this same process.
+
+    .venv/bin/python benchmarks/gnn_samplers.py [--graph tolokers] [--batch 512] [--repeats 20]
+
+1. Vectorised GraphSAGE sampling (``NodeWise.build``) against a naive reference that loops over
+   the nodes in Python (the way a first implementation would), same graph and seeds.
+2. MVS-GNN's cost per iteration, its checkpoint amortised over K steps, against GraphSAGE's,
+   both sampling + forward + backward + Adam on a 2-layer GCN at batch 512. Target: within 2x.
+
+Needs the graph in the data registry (set MLSYSREPRO_DATA_MIRROR offline). Not a test: timings
+depend on the machine; the ratios are what to compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import time
+
+import torch
+
+from mlsysrepro.core import resolve
+from mlsysrepro.gnn import mvs_experiments as E
+from mlsysrepro.gnn import samplers as S
+from mlsysrepro.gnn.batch import Batch, sparse_block
+from mlsysrepro.gnn.datasets import load_graph
+from mlsysrepro.gnn.models import GNN
+from mlsysrepro.gnn.training import train
+
+
+def naive_node_wise(graph, seeds: torch.Tensor, num_layers: int, fanout: int, rng: random.Random) -> Batch:
+    """The reference: per-node Python loops over CSR rows (what NodeWise replaces)."""
+    indptr, indices, values = graph.indptr.tolist(), graph.indices.tolist(), graph.values.tolist()
+    src_ids, num_dst, blocks, dst = [], [], [], seeds.tolist()
+    for _ in range(num_layers):
+        position = {node: i for i, node in enumerate(dst)}
+        src, rows, cols, vals = list(dst), [], [], []
+        for i, node in enumerate(dst):
+            start, end = indptr[node], indptr[node + 1]
+            for _ in range(fanout):
+                pos = rng.randrange(start, end)
+                neighbour = indices[pos]
+                if neighbour not in position:
+                    position[neighbour] = len(src)
+                    src.append(neighbour)
+                rows.append(i), cols.append(position[neighbour]), vals.append(values[pos] * (end - start) / fanout)
+        block = sparse_block(torch.tensor(rows), torch.tensor(cols), torch.tensor(vals), (len(dst), len(src)))
+        src_ids.append(torch.tensor(src)), num_dst.append(len(dst)), blocks.append(block)
+        dst = src
+    return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], torch.full((seeds.numel(),), 1.0 / seeds.numel()))
+
+
+def seconds(fn, repeats: int) -> float:
+    start = time.perf_counter()
+    for _ in range(repeats):
+        fn()
+    return (time.perf_counter() - start) / repeats
+
+
+def per_iteration(data, name: str, settings, iterations: int) -> float:
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = GNN(data.x.shape[1], settings.hidden, data.num_classes, 2, "gcn", settings.dropout)
+    sampler = E.make_sampler(name, data, 512, 2, settings, generator)
+    log = train(model, data, sampler, iterations, generator, settings.lr, log_every=iterations + 1, desc=name)
+    return (log.time_sample + log.time_train + log.time_refresh) / iterations
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--graph", default="tolokers")
+    parser.add_argument("--batch", type=int, default=512)
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    data = load_graph(args.graph)
+    settings = resolve("mvs_gnn", E.PRESETS, {"scale": "default"})
+    generator = torch.Generator().manual_seed(0)
+    seeds = data.train_idx[torch.randperm(data.train_idx.numel(), generator=generator)[: args.batch]]
+    fast = S.NodeWise(data.graph, 2, settings.fanout)
+    weights = torch.full((args.batch,), 1.0 / args.batch)
+    t_fast = seconds(lambda: fast.build(seeds, weights, generator), args.repeats)
+    rng = random.Random(0)
+    t_naive = seconds(lambda: naive_node_wise(data.graph, seeds, 2, settings.fanout, rng), max(1, args.repeats // 4))
+    print(f"{args.graph}: {data.num_nodes} nodes, {data.graph.num_edges} entries, batch {args.batch}")
+    print(f"GraphSAGE sampling   vectorised {1e3 * t_fast:8.2f} ms/batch   naive loop {1e3 * t_naive:8.2f} ms/batch"
+          f"   speed-up x{t_naive / t_fast:.1f}")
+    iterations = 2 * settings.inner_steps  # two full checkpoint periods
+    t_sage = per_iteration(data, "GraphSAGE", settings, iterations)
+    t_mvs = per_iteration(data, "MVS-GNN", settings, iterations)
+    verdict = "within" if t_mvs <= 2 * t_sage else "NOT within"
+    print(f"per iteration (K={settings.inner_steps}, checkpoint amortised)   GraphSAGE {1e3 * t_sage:7.1f} ms"
+          f"   MVS-GNN {1e3 * t_mvs:7.1f} ms   ratio {t_mvs / t_sage:.2f} ({verdict} the 2x target)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""Graph learning: serves MVS-GNN (Cong et al., KDD 2020) and, next, LLCG (Ramezani et al., ICLR 2022).
+
+Public entry points:
+
+- :func:`.datasets.load_graph` (Cora, CiteSeer, Tolokers, Minesweeper) and :func:`.datasets.contextual_sbm`;
+- :class:`.graph.CSRGraph`: the graph with its row- or symmetric-normalised propagation matrix;
+- :class:`.batch.Batch`: the one type every sampler returns and every model consumes;
+- :class:`.models.GNN` (GCN or GraphSAGE, 1-8 layers, full graph or batch) and :class:`.models.History`;
+- samplers: :mod:`.samplers` (UNS, GraphSAGE, FastGCN, LADIES, VR-GCN, MVS-GNN's one-hop-with-history),
+  :mod:`.subgraph` (Cluster-GCN, GraphSAINT), :mod:`.mvs` (MVS-GNN's minimal-variance node sampling);
+- :func:`.training.train` and :func:`.training.gradient_variance`;
+- :mod:`.mvs_experiments`: the MVS-GNN notebook's presets and experiments.
+"""
+
+import warnings
+
+# Sparse CSR products are what every layer runs; torch warns once per process that the CSR API is in beta.
+warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
