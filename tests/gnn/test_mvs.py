@@ -91,7 +91,7 @@ def test_history_equal_to_exact_embeddings_gives_the_full_batch_forward(kind):
     model = GNN(data.x.shape[1], 16, data.num_classes, num_layers=3, kind=kind).eval()
     adjacency = data.graph.adjacency()
     history = History(3, data.num_nodes, 16)
-    history.fill(model.layer_inputs(data.x, adjacency))
+    history.fill(model.exact_pass(data.x, adjacency)[0])
     seeds = data.train_idx[:7]
     batch = S.OneHopHistory(data.graph, 3).build(seeds, torch.ones(7))
     full = model.forward_full(data.x, adjacency)[seeds]

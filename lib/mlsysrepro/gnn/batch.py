@@ -55,9 +55,15 @@ def sparse_block(rows: torch.Tensor, cols: torch.Tensor, values: torch.Tensor, s
 
 
 def relabel(dst: torch.Tensor, neighbours: torch.Tensor, num_nodes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``src = dst ++ (unique neighbours not in dst)`` and each neighbour's position in ``src``."""
-    local = torch.full((num_nodes,), -1, dtype=torch.long)
+    """``src = dst ++ (neighbours not in dst, ascending)`` and each neighbour's position in ``src``.
+
+    Marks nodes in a boolean array instead of sorting the neighbour list (``torch.unique``): O(N + E).
+    """
+    seen = torch.zeros(num_nodes, dtype=torch.bool)
+    seen[neighbours] = True
+    seen[dst] = False
+    extra = seen.nonzero().view(-1)
+    local = torch.empty(num_nodes, dtype=torch.long)
     local[dst] = torch.arange(dst.numel())
-    extra = torch.unique(neighbours[local[neighbours] < 0])
     local[extra] = torch.arange(dst.numel(), dst.numel() + extra.numel())
     return torch.cat([dst, extra]), local[neighbours]

@@ -1,11 +1,10 @@
-"""GCN and GraphSAGE models of 2-5 layers that run on the whole graph or on a sampled :class:`Batch`.
+"""GCN and GraphSAGE models (the papers use 2-5 layers) on the whole graph or on a sampled :class:`Batch`.
 
 One layer (Kipf & Welling, ICLR 2017; Hamilton et al., NeurIPS 2017, mean aggregator)::
 
     GCN:        h_i' = W  (P h)_i            SAGE:  h_i' = W [h_i , (P h)_i]
 
-with ReLU and dropout between layers (on a narrowing layer the weight is applied before
-aggregating: the same maths, far cheaper on wide inputs). On a batch, ``P h`` becomes ``block[l] @ h``; rows of a
+with ReLU and dropout between layers. On a batch, ``P h`` becomes ``block[l] @ h``; rows of a
 layer's input that the batch did not compute fresh are read from a :class:`History` (MVS-GNN
 Eq. 7, VR-GCN), and every fresh output is written back to it.
 """
@@ -36,12 +35,18 @@ class History:
         self.tables[layer] = self.tables[layer].index_put((ids,), values)
 
     def fill(self, layer_inputs: list[torch.Tensor]) -> None:
-        """Overwrite every table with exact embeddings (from :meth:`GNN.layer_inputs`)."""
+        """Replace every table with exact embeddings (the first result of :meth:`GNN.exact_pass`)."""
         for l in range(1, len(self.tables)):
-            self.tables[l].copy_(layer_inputs[l])
+            self.tables[l] = layer_inputs[l].detach().clone()
 
 
 class GNN(nn.Module):
+    """A GCN (``kind="gcn"``) or GraphSAGE (``kind="sage"``) of ``num_layers`` layers.
+
+    ``forward_full(x, adjacency)`` runs on the whole graph; ``forward(x, batch, history)`` on a
+    sampled :class:`Batch`; ``exact_pass`` gives the exact embeddings a history stores.
+    """
+
     def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, kind: str = "gcn", dropout: float = 0.0):
         super().__init__()
         if kind not in KINDS:
@@ -69,22 +74,23 @@ class GNN(nn.Module):
 
         ``P (h W^T) = (P h) W^T``: when the layer narrows (``out < in``, e.g. CiteSeer's 3,703
         features to 64) the weight goes first so aggregation runs over the narrow side;
-        otherwise aggregation goes first, over the few dst rows only.
+        otherwise (or when the aggregated input is wanted too) aggregation goes first.
         """
         linear = self.linears[l]
         w, d = linear.weight, h_self.shape[1]
         w_agg = w[:, d:] if self.kind == "sage" else w
-        if w.shape[0] < d:
+        aggregated = None
+        if w.shape[0] < d and not return_input:
             out = aggregate(lambda t: t @ w_agg.T)
         else:
-            out = aggregate(lambda t: t) @ w_agg.T
+            aggregated = aggregate(lambda t: t)
+            out = aggregated @ w_agg.T
         if self.kind == "sage":
             out = out + h_self @ w[:, :d].T
         out = out + linear.bias
         out = out if l == self.num_layers - 1 else torch.relu(out)
         if not return_input:
             return out
-        aggregated = aggregate(lambda t: t)
         return out, torch.cat([h_self, aggregated], 1) if self.kind == "sage" else aggregated
 
     def forward_full(self, x: torch.Tensor, adjacency: torch.Tensor, return_last_input: bool = False):
@@ -98,13 +104,16 @@ class GNN(nn.Module):
         return h
 
     @torch.no_grad()
-    def layer_inputs(self, x: torch.Tensor, adjacency: torch.Tensor) -> list[torch.Tensor]:
-        """Exact input of every layer (index 0 is ``x``), without dropout: what a history stores."""
+    def exact_pass(self, x: torch.Tensor, adjacency: torch.Tensor):
+        """One exact pass over the whole graph, without dropout: every layer's input (index 0 is
+        ``x``; what a history stores), the logits and the last layer's input."""
         inputs, h = [x], x
         for l in range(self.num_layers - 1):
             h = self._apply(l, h, partial(self._aggregate, h=h, block=adjacency))
             inputs.append(h)
-        return inputs
+        last = self.num_layers - 1
+        logits, last_input = self._apply(last, h, partial(self._aggregate, h=h, block=adjacency), return_input=True)
+        return inputs, logits, last_input
 
     def forward(self, x: torch.Tensor, batch: Batch, history: History | None = None,
                 write_history: bool = True, return_last_input: bool = False):

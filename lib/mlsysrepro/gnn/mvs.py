@@ -103,13 +103,9 @@ class MVSSampler:
         pick = torch.randperm(self.train_idx.numel(), generator=self.generator)[: self.num_candidates]
         self.candidates = self.train_idx[pick]
         adjacency = data.graph.adjacency()
-        was_training = model.training
-        model.eval()  # exact embeddings: no dropout
-        with torch.no_grad():
-            logits, last_input = model.forward_full(data.x, adjacency, return_last_input=True)
-            if history is not None:
-                history.fill(model.layer_inputs(data.x, adjacency))
-        model.train(was_training)
+        inputs, logits, last_input = model.exact_pass(data.x, adjacency)  # no dropout
+        if history is not None:
+            history.fill(inputs)
         c = self.candidates
         norms = last_layer_grad_norms(logits[c], last_input[c], data.y[c])
         self.probabilities = mvs_probabilities(norms, self.batch_size)

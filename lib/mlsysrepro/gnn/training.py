@@ -106,8 +106,7 @@ def train(model: GNN, data: GraphData, sampler, steps: int, generator: torch.Gen
     history = None
     if sampler.uses_history:
         history = History(model.num_layers, data.num_nodes, model.hidden)
-        model.eval()
-        history.fill(model.layer_inputs(data.x, adjacency))
+        history.fill(model.exact_pass(data.x, adjacency)[0])
     model.train()
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     log = TrainLog()
