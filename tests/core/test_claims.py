@@ -60,7 +60,7 @@ def test_claim_verdict_is_computed_and_saved(tmp_path, monkeypatch):
     assert [c["holds"] for c in saved["claims"]] == [True, False]
     assert saved["claims"][1] == {
         "id": "C2", "statement": "y is big", "where": "Tab. 2", "paper_value": 10, "measured": 3.0,
-        "rule": "measured >= 10", "holds": False, "scale": "smoke", "note": "tiny run",
+        "rule": "measured >= 10", "holds": False, "scale": "smoke", "note": "tiny run", "timing": False,
     }
     assert saved["metrics"] == {"curve": [0.0, 0.5, 1.0]}
     assert saved["settings"] == {"n": 1, "scale": "smoke", "seed": 1}
@@ -88,3 +88,20 @@ def test_results_json_is_byte_identical_across_runs(tmp_path, monkeypatch):
 def test_default_scale_writes_to_committed_figures(tmp_path, monkeypatch):
     report = make_report(tmp_path, monkeypatch, scale="default")
     assert report.out_dir.parts[-2:] == ("figures", "toy") and tmp_path not in report.out_dir.parents
+
+
+def test_timings_are_kept_apart_and_dropped_for_comparison(tmp_path, monkeypatch):
+    from mlsysrepro.core.claims import without_timings
+
+    saved = []
+    for seconds in (1.0, 2.0):
+        report = make_report(tmp_path, monkeypatch)
+        report.metric("loss", 0.5)
+        report.metric("seconds", seconds, timing=True)
+        report.claim("C1", "fast", where="Tab. 4", paper_value=1.0, measured=seconds, rule=at_most(1.5), timing=True)
+        report.claim("C2", "good", where="Tab. 3", paper_value=1.0, measured=0.9, rule=at_least(0.8))
+        saved.append(json.loads(report.save().read_text()))
+    assert saved[0]["timings"] == {"seconds": 1.0} and saved[0]["metrics"] == {"loss": 0.5}
+    assert saved[0] != saved[1]
+    assert without_timings(saved[0]) == without_timings(saved[1])
+    assert without_timings(saved[0])["claims"][1]["measured"] == 0.9  # a non-timing claim keeps its value

@@ -12,6 +12,7 @@ import pytest
 
 from mlsysrepro import catalog
 from mlsysrepro.core import paths
+from mlsysrepro.core.claims import without_timings
 
 NOTEBOOKS = sorted((paths.REPO_ROOT / "notebooks").glob("*.ipynb"))
 IDS = [nb.stem for nb in NOTEBOOKS]
@@ -95,6 +96,20 @@ def test_template_is_byte_identical_across_runs(smoke_runs, tmp_path, monkeypatc
     assert names == sorted(p.name for p in second.iterdir()) and "results.json" in names
     for name in names:
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+PAPER_NOTEBOOKS = [nb for nb in NOTEBOOKS if nb != catalog.TEMPLATE.notebook]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", PAPER_NOTEBOOKS, ids=[nb.stem for nb in PAPER_NOTEBOOKS])
+def test_paper_results_repeat_with_the_same_seed(path, smoke_runs, tmp_path, monkeypatch):
+    """Everything but wall-clock timings is identical when the notebook reruns without its cache."""
+    first = json.loads((smoke_runs(path) / "results.json").read_text())
+    monkeypatch.setenv("MLSYSREPRO_BUILD_DIR", str(tmp_path / "second"))
+    execute(path, tmp_path, scale="smoke", use_cache=False)
+    second = json.loads((smoke_outputs(path.stem) / "results.json").read_text())
+    assert without_timings(first) == without_timings(second)
 
 
 @pytest.mark.slow

@@ -103,6 +103,7 @@ class Report:
         self.settings = settings
         self.title = title
         self.metrics: dict[str, Any] = {}
+        self.timings: dict[str, Any] = {}
         self.claims: list[dict[str, Any]] = []
         self.figures: list[str] = []
 
@@ -110,9 +111,13 @@ class Report:
     def out_dir(self) -> Path:
         return self.settings.out_dir
 
-    def metric(self, name: str, value: Any) -> Any:
-        """Record a measured quantity (a number, or a nested dict/list of numbers)."""
-        self.metrics[name] = round_floats(value)
+    def metric(self, name: str, value: Any, timing: bool = False) -> Any:
+        """Record a measured quantity (a number, or a nested dict/list of numbers).
+
+        ``timing=True`` files a wall-clock measurement under ``timings``: the one part of
+        results.json allowed to differ between two runs with the same seed.
+        """
+        (self.timings if timing else self.metrics)[name] = round_floats(value)
         return value
 
     def claim(
@@ -125,8 +130,12 @@ class Report:
         measured: Any,
         rule: Rule,
         note: str = "",
+        timing: bool = False,
     ) -> bool:
-        """Record one of the paper's claims; returns whether it holds (``rule(measured)``)."""
+        """Record one of the paper's claims; returns whether it holds (``rule(measured)``).
+
+        ``timing=True`` marks a claim measured in wall-clock time, whose value may change between runs.
+        """
         if any(c["id"] == id for c in self.claims):
             raise ValueError(f"claim id {id!r} recorded twice")
         holds = rule(measured)
@@ -141,6 +150,7 @@ class Report:
                 "holds": holds,
                 "scale": self.settings.scale,
                 "note": note,
+                "timing": timing,
             }
         )
         return holds
@@ -168,6 +178,7 @@ class Report:
             "seed": s.seed,
             "settings": round_floats(s.to_dict()),
             "metrics": self.metrics,
+            "timings": self.timings,
             "claims": self.claims,
             "figures": [f"{name}.png" for name in self.figures],
         }
@@ -185,3 +196,13 @@ class Report:
 def load_results(path: Path) -> dict[str, Any]:
     """Read a ``results.json`` written by :meth:`Report.save`."""
     return json.loads(Path(path).read_text())
+
+
+def without_timings(results: dict[str, Any]) -> dict[str, Any]:
+    """``results`` less what wall-clock time decides: what two runs with one seed must agree on."""
+    kept = {k: v for k, v in results.items() if k != "timings"}
+    kept["claims"] = [
+        {k: v for k, v in c.items() if not (c["timing"] and k in ("measured", "holds", "note"))}
+        for c in results["claims"]
+    ]
+    return kept
