@@ -112,30 +112,33 @@ def _run(data, sampler_name, batch_size, settings, seed, steps, log_every, varia
     return log.frame().assign(graph=data.name, sampler=sampler_name, batch_size=batch_size, seed=seed)
 
 
+def _grid(graphs, batch_sizes):
+    """Every (graph data, batch size, sampler) of a figure or table, each graph loaded once."""
+    for graph in graphs:
+        data = load_graph(graph)
+        for B in batch_sizes:
+            for name in SAMPLERS:
+                yield data, B, name
+
+
 def convergence(settings) -> pd.DataFrame:
     """Fig. 2: per logged iteration, grad_variance, train_loss, val_score for every sampler."""
-    frames = []
-    for graph in settings.graphs:
-        data = load_graph(graph)
-        for B in settings.batch_sizes:
-            for name in SAMPLERS:
-                frames.append(_run(data, name, B, settings, settings.seed, settings.steps, settings.log_every,
-                                   settings.variance_draws))
+    frames = [
+        _run(data, name, B, settings, settings.seed, settings.steps, settings.log_every, settings.variance_draws)
+        for data, B, name in _grid(settings.graphs, settings.batch_sizes)
+    ]
     return pd.concat(frames, ignore_index=True)
 
 
 def score_vs_batch_size(settings) -> pd.DataFrame:
     """Table 3: the test score of the best-validation checkpoint, per graph, sampler, batch size and seed."""
     rows = []
-    for graph in settings.table3_graphs:
-        data = load_graph(graph)
-        for B in settings.table3_batch_sizes:
-            for name in SAMPLERS:
-                for seed in range(settings.seed, settings.seed + settings.seeds):
-                    log = _run(data, name, B, settings, seed, settings.table3_steps, settings.log_every, 0)
-                    best = log.loc[log.val_score.idxmax()]
-                    rows.append(dict(graph=graph, metric=data.metric, sampler=name, batch_size=B, seed=seed,
-                                     test_score=best.test_score))
+    for data, B, name in _grid(settings.table3_graphs, settings.table3_batch_sizes):
+        for seed in range(settings.seed, settings.seed + settings.seeds):
+            log = _run(data, name, B, settings, seed, settings.table3_steps, settings.log_every, 0)
+            best = log.loc[log.val_score.idxmax()]
+            rows.append(dict(graph=data.name, metric=data.metric, sampler=name, batch_size=B, seed=seed,
+                             test_score=best.test_score))
     return pd.DataFrame(rows)
 
 
