@@ -4,16 +4,22 @@
 ``split="full"`` as in the MVS-GNN and LLCG code: every node outside validation and test
 trains), ``tolokers`` and ``minesweeper`` (HeterophilousGraphDataset, one of its ten fixed
 50/25/25 % splits, scored by ROC-AUC), and ``csbm`` (a contextual stochastic block model,
-:func:`contextual_sbm`, for graphs up to 10^6 nodes).
+:func:`contextual_sbm`, for graphs up to 10^6 nodes). The papers' large graphs (Reddit, PPI,
+PPI-large, Yelp) load with :func:`load_graphsaint` once they are added to the data registry.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import json
+from pathlib import Path
+
+import numpy as np
 import torch
 
 from ..core import DatasetError, fetch
+from ..core.data import load_registry
 from .graph import CSRGraph
 
 GRAPHS = ("cora", "citeseer", "tolokers", "minesweeper")
@@ -31,7 +37,7 @@ PAPER_GRAPHS = {
 class GraphData:
     name: str
     x: torch.Tensor  # (N, F) float32
-    y: torch.Tensor  # (N,) int64
+    y: torch.Tensor  # (N,) int64 class ids, or (N, C) 0/1 float for multi-label graphs
     graph: CSRGraph  # row-normalised D^-1 (A + I)
     train_idx: torch.Tensor
     val_idx: torch.Tensor
@@ -66,13 +72,41 @@ def load_graph(name: str, split: int = 0) -> GraphData:
             raise ValueError(f"split must be in 0..{data.train_mask.shape[1] - 1}, got {split}")
         masks = (data.train_mask[:, split], data.val_mask[:, split], data.test_mask[:, split])
         return _from_pyg(name, data, *masks, "roc_auc")
+    if name in PAPER_GRAPHS and name in load_registry():
+        return load_graphsaint(fetch(name), name)
     if name in PAPER_GRAPHS:
         raise DatasetError(
             f"{PAPER_GRAPHS[name]} is the paper's dataset and is not in the data registry (it cannot be had "
             "offline here). To run scale='paper', add it to lib/mlsysrepro/core/datasets.json with its files' "
-            "sha256 and URLs, and a loader branch here (see data/README.md)."
+            "sha256 and URLs, in GraphSAINT's format (adj_full.npz, feats.npy, class_map.json, role.json; see "
+            "load_graphsaint and data/README.md)."
         )
     raise ValueError(f"unknown graph {name!r}; choose one of {list(GRAPHS)} or use contextual_sbm()")
+
+
+def load_graphsaint(root: Path, name: str) -> GraphData:
+    """A graph in GraphSAINT's release format (Zeng et al., ICLR 2020), in which Reddit, PPI,
+    PPI-large and Yelp are distributed: ``adj_full.npz`` (a scipy CSR adjacency), ``feats.npy``,
+    ``class_map.json`` (node id -> class id, or -> 0/1 list for multi-label graphs) and
+    ``role.json`` (``{"tr": [...], "va": [...], "te": [...]}``). Features are standardised with
+    the training nodes' mean and standard deviation, as GraphSAINT's code does."""
+    root = Path(root)
+    adjacency = np.load(root / "adj_full.npz")
+    indptr = torch.as_tensor(adjacency["indptr"], dtype=torch.long)
+    indices = torch.as_tensor(adjacency["indices"], dtype=torch.long)
+    n = indptr.numel() - 1
+    rows = torch.repeat_interleave(torch.arange(n), indptr.diff())
+    graph = CSRGraph.from_edge_index(torch.stack([rows, indices]), n)
+    class_map = json.loads((root / "class_map.json").read_text())
+    labels = [class_map[str(i)] for i in range(n)]
+    multilabel = isinstance(labels[0], list)
+    y = torch.tensor(labels, dtype=torch.float32 if multilabel else torch.long)
+    role = json.loads((root / "role.json").read_text())
+    train, val, test = (torch.as_tensor(role[k], dtype=torch.long) for k in ("tr", "va", "te"))
+    x = torch.as_tensor(np.load(root / "feats.npy"), dtype=torch.float32)
+    x = (x - x[train].mean(0)) / x[train].std(0).clamp(min=1e-6)
+    num_classes = y.shape[1] if multilabel else int(y.max()) + 1
+    return GraphData(name, x, y, graph, train, val, test, num_classes, "f1_micro")
 
 
 def contextual_sbm(

@@ -20,14 +20,15 @@ MVS-GNN attacks both (Algorithm 1):
 
 As in the authors' code, ``g_i`` is the norm of node i's gradient of the *last* layer's
 weight and bias; for a linear last layer ``o_i = W z_i + b`` and cross-entropy it is
-``||softmax(o_i) - e_{y_i}|| * sqrt(||z_i||^2 + 1)`` (an outer product's norm), so no
-per-node backward pass is needed.
+``||softmax(o_i) - e_{y_i}|| * sqrt(||z_i||^2 + 1)`` (an outer product's norm; :mod:`.losses`
+has the multi-label form), so no per-node backward pass is needed.
 """
 
 from __future__ import annotations
 
 import torch
 
+from .losses import output_gradient
 
 
 def mvs_probabilities(weights: torch.Tensor, batch_size: float) -> torch.Tensor:
@@ -57,10 +58,8 @@ def mvs_probabilities(weights: torch.Tensor, batch_size: float) -> torch.Tensor:
 
 
 def last_layer_grad_norms(logits: torch.Tensor, last_input: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Per-node norm of the cross-entropy gradient w.r.t. the last layer's weight and bias."""
-    delta = torch.softmax(logits, 1)
-    delta[torch.arange(y.numel()), y] -= 1.0
-    return delta.norm(dim=1) * torch.sqrt((last_input**2).sum(1) + 1.0)
+    """Per-node norm of the loss gradient w.r.t. the last layer's weight and bias."""
+    return output_gradient(logits, y).norm(dim=1) * torch.sqrt((last_input**2).sum(1) + 1.0)
 
 
 def gradient_alignment(logits: torch.Tensor, last_input: torch.Tensor, y: torch.Tensor) -> float:
@@ -72,8 +71,7 @@ def gradient_alignment(logits: torch.Tensor, last_input: torch.Tensor, y: torch.
     gradient. The ratio is 0 when the nodes' gradients cancel out and 1 when they are all equal;
     the nearer to 1, the more MVS's minimal-variance distribution can lose to a plain uniform batch.
     """
-    delta = torch.softmax(logits, 1)
-    delta[torch.arange(y.numel()), y] -= 1.0
+    delta = output_gradient(logits, y)
     z1 = torch.cat([last_input, torch.ones(y.numel(), 1)], 1)  # the bias is a weight on a constant 1
     mean_grad = delta.T @ z1 / y.numel()  # the mean of the outer products delta_i z1_i^T
     mean_sq = ((delta**2).sum(1) * (z1**2).sum(1)).mean()

@@ -22,18 +22,19 @@ from sklearn.metrics import roc_auc_score
 from ..core import progress
 from .batch import Batch
 from .datasets import GraphData
+from .losses import f1_micro, node_losses
 from .models import GNN, History
 
 
 def weighted_loss(logits: torch.Tensor, y: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
-    """``sum_i w_i CE_i``: with the sampler's weights, an estimate of the mean training loss."""
-    return (torch.nn.functional.cross_entropy(logits, y, reduction="none") * weight).sum()
+    """``sum_i w_i loss_i``: with the sampler's weights, an estimate of the mean training loss."""
+    return (node_losses(logits, y) * weight).sum()
 
 
 def score(logits: torch.Tensor, y: torch.Tensor, metric: str) -> float:
-    """F1-micro (= accuracy for single-label classification) or ROC-AUC of class 1."""
+    """F1-micro (accuracy for single-label classification) or ROC-AUC of class 1."""
     if metric == "f1_micro":
-        return float((logits.argmax(1) == y).float().mean())
+        return f1_micro(logits, y)
     if metric == "roc_auc":
         return float(roc_auc_score(y.numpy(), torch.softmax(logits, 1)[:, 1].numpy()))
     raise ValueError(f"metric must be 'f1_micro' or 'roc_auc', got {metric!r}")
@@ -47,7 +48,7 @@ def full_gradient(model: GNN, data: GraphData, adjacency: torch.Tensor) -> tuple
     """Exact gradient of the mean training loss, and that loss."""
     model.zero_grad()
     logits = model.forward_full(data.x, adjacency)
-    loss = torch.nn.functional.cross_entropy(logits[data.train_idx], data.y[data.train_idx])
+    loss = node_losses(logits[data.train_idx], data.y[data.train_idx]).mean()
     loss.backward()
     return flat_grad(model), loss.item()
 
@@ -79,8 +80,8 @@ def evaluate(model: GNN, data: GraphData, adjacency: torch.Tensor) -> dict[str, 
     model.train(was_training)
     y = data.y
     return {
-        "train_loss": float(torch.nn.functional.cross_entropy(logits[data.train_idx], y[data.train_idx])),
-        "test_loss": float(torch.nn.functional.cross_entropy(logits[data.test_idx], y[data.test_idx])),
+        "train_loss": float(node_losses(logits[data.train_idx], y[data.train_idx]).mean()),
+        "test_loss": float(node_losses(logits[data.test_idx], y[data.test_idx]).mean()),
         "val_score": score(logits[data.val_idx], y[data.val_idx], data.metric),
         "test_score": score(logits[data.test_idx], y[data.test_idx], data.metric),
     }
