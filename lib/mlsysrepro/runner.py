@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import reproduction
 from .core import paths
 
 NOTEBOOKS = paths.REPO_ROOT / "notebooks"
@@ -26,11 +27,9 @@ def notebooks() -> list[Path]:
 
 
 def claims_summary(name: str, scale: str) -> str:
+    """``held/total`` from the run's results.json, ``-`` if it wrote none."""
     path = paths.output_dir(name, scale) / "results.json"
-    if not path.exists():
-        return "-"
-    claims = json.loads(path.read_text())["claims"]
-    return f"{sum(c['holds'] for c in claims)}/{len(claims)}"
+    return reproduction.claims_held(json.loads(path.read_text()) if path.exists() else None)
 
 
 def run_one(notebook: Path, scale: str, timeout: int) -> str | None:
@@ -85,8 +84,6 @@ def main(argv: list[str] | None = None) -> int:
         rows.append((nb.stem, status, wall, claims_summary(nb.stem, args.scale)))
 
     if args.scale == paths.COMMITTED_SCALE:
-        from . import reproduction
-
         reproduction.main([])
     width = max([len(r[0]) for r in rows] + [8])
     print(f"\n{'notebook':<{width}}  status  wall (s)  claims held")

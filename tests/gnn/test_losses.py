@@ -71,6 +71,6 @@ def test_samplers_train_on_a_multilabel_graph(tmp_path, name):
     write_graphsaint(tmp_path, multilabel=True)
     data: GraphData = load_graphsaint(tmp_path, "toy")
     settings = resolve("mvs_gnn", E.PRESETS, {"scale": "smoke"})
-    frame = E._run(data, name, 8, settings, 0, steps=4, log_every=2, variance_draws=1)
+    frame = E.run_sampler(data, name, 8, settings, 0, steps=4, log_every=2, variance_draws=1)
     assert frame.train_loss.notna().all() and (frame.grad_variance > 0).all()
     assert frame.train_loss.iloc[-1] < frame.train_loss.iloc[0]

@@ -61,7 +61,7 @@ def test_every_named_sampler_trains_a_step(name):
     data = toy_data(120, 400, seed=3)
     settings = resolve("mvs_gnn", E.PRESETS, {"scale": "smoke", "cluster_size": 20})
     generator = torch.Generator().manual_seed(0)
-    frame = E._run(data, name, 16, settings, 0, steps=4, log_every=2, variance_draws=1)
+    frame = E.run_sampler(data, name, 16, settings, 0, steps=4, log_every=2, variance_draws=1)
     assert list(frame.step) == [0, 2, 4] and (frame.grad_variance > 0).all()
     with pytest.raises(ValueError, match="unknown sampler 'SAGE'"):
         E.make_sampler("SAGE", data, 16, 2, settings, generator)

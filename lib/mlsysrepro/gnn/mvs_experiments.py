@@ -102,7 +102,8 @@ def _model(data: GraphData, settings, num_layers: int = 2) -> GNN:
     return GNN(data.x.shape[1], settings.hidden, data.num_classes, num_layers, "gcn", settings.dropout)
 
 
-def _run(data, sampler_name, batch_size, settings, seed, steps, log_every, variance_draws, **sampler_options):
+def run_sampler(data, sampler_name, batch_size, settings, seed, steps, log_every, variance_draws, **sampler_options):
+    """Train a 2-layer GCN with one sampler from seeded initial weights; the training log as a DataFrame."""
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # the model's initial weights: the same for every sampler
     model = _model(data, settings)
@@ -124,7 +125,7 @@ def _grid(graphs, batch_sizes):
 def convergence(settings) -> pd.DataFrame:
     """Fig. 2: per logged iteration, grad_variance, train_loss, val_score for every sampler."""
     frames = [
-        _run(data, name, B, settings, settings.seed, settings.steps, settings.log_every, settings.variance_draws)
+        run_sampler(data, name, B, settings, settings.seed, settings.steps, settings.log_every, settings.variance_draws)
         for data, B, name in _grid(settings.graphs, settings.batch_sizes)
     ]
     return pd.concat(frames, ignore_index=True)
@@ -135,7 +136,7 @@ def score_vs_batch_size(settings) -> pd.DataFrame:
     rows = []
     for data, B, name in _grid(settings.table3_graphs, settings.table3_batch_sizes):
         for seed in range(settings.seed, settings.seed + settings.seeds):
-            log = _run(data, name, B, settings, seed, settings.table3_steps, settings.log_every, 0)
+            log = run_sampler(data, name, B, settings, seed, settings.table3_steps, settings.log_every, 0)
             best = log.loc[log.val_score.idxmax()]
             rows.append(dict(graph=data.name, metric=data.metric, sampler=name, batch_size=B, seed=seed,
                              test_score=best.test_score))
@@ -165,7 +166,7 @@ def inner_loop_sweep(settings) -> pd.DataFrame:
     data = load_graph(settings.fig3_graph)
     B = settings.batch_sizes[-1]
     frames = [
-        _run(data, "MVS-GNN", B, settings, settings.seed, settings.fig3_steps, settings.log_every,
+        run_sampler(data, "MVS-GNN", B, settings, settings.seed, settings.fig3_steps, settings.log_every,
              settings.variance_draws, inner_steps=K).assign(inner_steps=K)
         for K in settings.fig3_inner_steps
     ]
@@ -178,7 +179,7 @@ def mvs_vs_uniform(settings) -> pd.DataFrame:
     for graph in settings.fig4_graphs:
         data = load_graph(graph)
         for name in ("MVS (all neighbours)", "UNS"):
-            frame = _run(data, name, settings.fig4_batch_size, settings, settings.seed, 10 * settings.fig4_epochs,
+            frame = run_sampler(data, name, settings.fig4_batch_size, settings, settings.seed, 10 * settings.fig4_epochs,
                          10, settings.variance_draws, gamma=1.0)
             frames.append(frame.assign(epoch=frame.step // 10))
     return pd.concat(frames, ignore_index=True)

@@ -44,13 +44,13 @@ def flat_grad(model: torch.nn.Module) -> torch.Tensor:
     return torch.cat([p.grad.reshape(-1) for p in model.parameters()])
 
 
-def full_gradient(model: GNN, data: GraphData, adjacency: torch.Tensor) -> tuple[torch.Tensor, float]:
-    """Exact gradient of the mean training loss, and that loss."""
+def full_gradient(model: GNN, data: GraphData, adjacency: torch.Tensor) -> torch.Tensor:
+    """Exact gradient of the mean training loss."""
     model.zero_grad()
     logits = model.forward_full(data.x, adjacency)
     loss = node_losses(logits[data.train_idx], data.y[data.train_idx]).mean()
     loss.backward()
-    return flat_grad(model), loss.item()
+    return flat_grad(model)
 
 
 def batch_gradient(model: GNN, data: GraphData, batch: Batch, history: History | None) -> torch.Tensor:
@@ -60,16 +60,16 @@ def batch_gradient(model: GNN, data: GraphData, batch: Batch, history: History |
     return flat_grad(model)
 
 
-def gradient_variance(model, data, sampler, history, adjacency, generator, draws: int) -> tuple[float, float]:
-    """``mean ||g_batch - g_full||^2`` over ``draws`` batches (dropout off), and the full training loss."""
+def gradient_variance(model, data, sampler, history, adjacency, generator, draws: int) -> float:
+    """``mean ||g_batch - g_full||^2`` over ``draws`` batches, dropout off."""
     was_training = model.training
     model.eval()
-    g_full, loss = full_gradient(model, data, adjacency)
+    g_full = full_gradient(model, data, adjacency)
     var = sum(float(((batch_gradient(model, data, sampler.sample(generator), history) - g_full) ** 2).sum())
               for _ in range(draws)) / draws
     model.zero_grad()
     model.train(was_training)
-    return var, loss
+    return var
 
 
 @torch.no_grad()
@@ -118,8 +118,8 @@ def train(model: GNN, data: GraphData, sampler, steps: int, generator: torch.Gen
         if step % log_every == 0 or step == steps:
             row = {"step": step, **evaluate(model, data, adjacency)}
             if variance_draws:
-                row["grad_variance"], _ = gradient_variance(model, data, sampler, history, adjacency, generator,
-                                                            variance_draws)
+                row["grad_variance"] = gradient_variance(model, data, sampler, history, adjacency, generator,
+                                                         variance_draws)
             log.rows.append(row)
         if step == steps:
             break
