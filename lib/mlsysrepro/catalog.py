@@ -52,7 +52,11 @@ TEMPLATE = Paper(
 
 PAPERS: tuple[Paper, ...] = (
     Paper("llcg", "Learn Locally, Correct Globally: A Distributed Algorithm for Training Graph Neural Networks",
-          "ICLR 2022", "https://arxiv.org/abs/2111.08202", "Graph learning"),
+          "ICLR 2022", "https://arxiv.org/abs/2111.08202", "Graph learning",
+          claims=("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"),
+          figures=("fig2_psgd_vs_ggs", "fig4_val_vs_rounds", "fig4_train_loss_vs_rounds", "fig4_val_vs_bytes",
+                   "table1_models", "fig5_local_steps", "fig6_correction_neighbours", "fig7_fanout_by_server_steps",
+                   "figA_growing_local_steps", "engines_serial_vs_distributed")),
     Paper("mvs_gnn", "Minimal Variance Sampling with Provable Guarantees for Fast Training of Graph Neural Networks",
           "KDD 2020", "https://arxiv.org/abs/2006.13866", "Graph learning",
           claims=("C1", "C2", "C3", "C4", "C5"),

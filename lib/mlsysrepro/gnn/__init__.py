@@ -1,4 +1,4 @@
-"""Graph learning: serves MVS-GNN (Cong et al., KDD 2020) and, next, LLCG (Ramezani et al., ICLR 2022).
+"""Graph learning: serves MVS-GNN (Cong et al., KDD 2020) and LLCG (Ramezani et al., ICLR 2022).
 
 Public entry points:
 
@@ -6,10 +6,14 @@ Public entry points:
 - :class:`.graph.CSRGraph`: the graph with its row- or symmetric-normalised propagation matrix;
 - :class:`.batch.Batch`: the one type every sampler returns and every model consumes;
 - :class:`.models.GNN` (GCN or GraphSAGE, 1-8 layers, full graph or batch) and :class:`.models.History`;
+  :func:`.models.build_model` adds GAT (:mod:`.gat`) and APPNP (:mod:`.appnp`);
 - samplers: :mod:`.samplers` (UNS, GraphSAGE, FastGCN, LADIES, VR-GCN, MVS-GNN's one-hop-with-history),
   :mod:`.subgraph` (Cluster-GCN, GraphSAINT), :mod:`.mvs` (MVS-GNN's minimal-variance node sampling);
 - :func:`.training.train` and :func:`.training.gradient_variance`;
-- :mod:`.mvs_experiments`: the MVS-GNN notebook's presets and experiments.
+- :mod:`.mvs_experiments`: the MVS-GNN notebook's presets and experiments;
+- LLCG: :func:`.partition.partition_graph` (METIS or random machines), :func:`.llcg.run_serial` (single machine,
+  PSGD-PA, GGS, LLCG in one process), :func:`.llcg_dist.run_distributed` (the same on ``torch.distributed``),
+  :mod:`.llcg_experiments` (the notebook's presets and experiments).
 """
 
 import warnings

@@ -30,6 +30,7 @@ PAPER_GRAPHS = {
     "ppi": "PPI (14,755 nodes, 225,270 edges, 121 labels; GraphSAGE release)",
     "ppi_large": "PPI-large (56,944 nodes, 2.8 M edges; GraphSAINT release)",
     "yelp": "Yelp (716,847 nodes, 7.0 M edges, 100 labels; GraphSAINT release)",
+    "flickr": "Flickr (89,250 nodes, 899,756 edges, 7 classes; GraphSAINT release)",
 }
 
 

@@ -140,3 +140,21 @@ class GNN(nn.Module):
             for layer, ids, values in fresh:
                 history.write(layer, ids, values)
         return (h, z) if return_last_input else h
+
+
+MODELS = ("gcn", "sage", "gat", "appnp")
+
+
+def build_model(kind: str, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2,
+                dropout: float = 0.0) -> nn.Module:
+    """One of :data:`MODELS`: GCN and GraphSAGE (:class:`GNN`), GAT (:mod:`.gat`) or APPNP (:mod:`.appnp`)."""
+    from .appnp import APPNP
+    from .gat import GAT
+
+    if kind in KINDS:
+        return GNN(in_dim, hidden, out_dim, num_layers, kind, dropout)
+    if kind == "gat":
+        return GAT(in_dim, hidden, out_dim, num_layers, dropout=dropout)
+    if kind == "appnp":
+        return APPNP(in_dim, hidden, out_dim, num_layers, dropout=dropout)
+    raise ValueError(f"model must be one of {MODELS}, got {kind!r}")

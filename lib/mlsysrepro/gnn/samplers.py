@@ -12,7 +12,9 @@ builder* that grows the per-layer blocks top-down:
   ``P_ij * count_j / (s q_j)`` (unbiased; LADIES' code also re-normalises rows, which we don't);
 - :class:`OneHopHistory`: MVS-GNN's batch graph, the batch's rows of ``P`` over the batch and
   its one-hop neighbours, reused at every layer; outside the batch the history stands in;
-- :class:`VRGCN`: node-wise fan-out with VR-GCN's control variate (Chen et al., ICML 2018).
+- :class:`VRGCN`: node-wise fan-out with VR-GCN's control variate (Chen et al., ICML 2018);
+- :class:`ExactFirstLayer`: wraps a builder; GCN's first layer reads ``P X``, computed once
+  (features are fixed), so only the layers above are sampled (LLCG's machines and server).
 
 Cluster-GCN and GraphSAINT sample subgraphs instead (:mod:`.subgraph`); MVS-GNN's own node
 selection is in :mod:`.mvs`.
@@ -137,6 +139,37 @@ class VRGCN(NodeWise):
             rows, cols, vals = self.graph.row_slice(dst)
             batch.cv_rows.append(_block(rows, cols, vals, dst.numel(), self.graph.num_nodes))
         return batch
+
+
+class ExactFirstLayer:
+    """GCN's first layer, ``(P X)[dst] W``, is exact and costs one row lookup once ``P X`` is stored.
+
+    ``builder`` grows the upper ``num_layers - 1`` layers; the first layer's block is the identity
+    over their input nodes, so a model given ``P X`` (:func:`aggregate_features`) instead of ``X``
+    computes the exact first layer. Only for models whose first layer is linear in ``P X`` (GCN).
+    """
+
+    uses_history = False
+
+    def __init__(self, builder):
+        self.builder, self.graph = builder, builder.graph
+
+    def build(self, seeds: torch.Tensor, weights: torch.Tensor, generator: torch.Generator | None = None) -> Batch:
+        if self.builder.num_layers == 0:
+            src_ids, num_dst, blocks = [], [], []
+            inputs = seeds
+        else:
+            upper = self.builder.build(seeds, weights, generator)
+            src_ids, num_dst, blocks, inputs = upper.src_ids, upper.num_dst, upper.blocks, upper.src_ids[0]
+        n = inputs.numel()
+        identity = torch.sparse_csr_tensor(torch.arange(n + 1), torch.arange(n), torch.ones(n), (n, n),
+                                           check_invariants=False)
+        return Batch([inputs] + src_ids, [n] + num_dst, [identity] + blocks, weights)
+
+
+def aggregate_features(graph: CSRGraph, x: torch.Tensor) -> torch.Tensor:
+    """``P X``: the first layer's aggregation of fixed features, for :class:`ExactFirstLayer`."""
+    return graph.adjacency() @ x
 
 
 class UniformBatches:

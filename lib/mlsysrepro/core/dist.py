@@ -1,0 +1,110 @@
+"""Start a ``torch.distributed`` job on this machine, or join one started by ``torchrun``.
+
+:func:`launch` runs ``worker(rank, world_size, *args)`` in ``world_size`` fresh processes
+(``torch.multiprocessing`` spawn), each already inside a gloo process group on 127.0.0.1 at a
+free port, and returns their return values in rank order. A worker that raises ends the run at
+once: the other processes are killed and the worker's exception is re-raised here with its
+traceback. A run that outlives ``timeout`` seconds (a hung collective, a deadlock) is killed
+the same way and raises :class:`TimeoutError`. No process outlives the call.
+
+:func:`init_from_env` is the same worker's entry point under ``torchrun``, which sets
+``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (several hosts included).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pickle
+import queue
+import socket
+import time
+import traceback
+from typing import Any, Callable
+
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+class WorkerError(RuntimeError):
+    """A worker process raised; the message carries its rank and traceback."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def init_from_env(timeout: float = 300.0) -> tuple[int, int]:
+    """Join the gloo group that ``torchrun`` (or :func:`launch`) describes in the environment."""
+    if not dist.is_initialized():
+        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _entry(rank, world_size, port, timeout, threads, worker, payload, results) -> None:
+    import torch
+
+    torch.set_num_threads(threads)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size))
+    try:
+        init_from_env(timeout)
+        value = worker(rank, world_size, *pickle.loads(payload))
+        results.put((rank, True, pickle.dumps(value)))
+    except BaseException as error:  # reported to the parent, which ends the run
+        results.put((rank, False, f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def launch(worker: Callable[..., Any], world_size: int, args: tuple = (), timeout: float = 300.0,
+           threads: int = 1) -> list[Any]:
+    """Run ``worker(rank, world_size, *args)`` on ``world_size`` local processes; see the module docstring.
+
+    ``worker`` must be importable (defined at module level); ``threads`` sets each process's
+    intra-op threads (the ranks share this machine's cores).
+    """
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if timeout <= 0:
+        raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    # arguments and results travel as plain pickles: torch's queue would share tensors through file
+    # descriptors that vanish when the process that made them exits
+    payload = pickle.dumps(tuple(args))
+    procs = [ctx.Process(target=_entry, args=(rank, world_size, port, timeout, threads, worker, payload, results),
+                         daemon=True) for rank in range(world_size)]
+    for p in procs:
+        p.start()
+    values: dict[int, Any] = {}
+    deadline = time.monotonic() + timeout
+    try:
+        while len(values) < world_size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"distributed run exceeded its timeout of {timeout:g} s; "
+                                   f"ranks still running: {sorted(set(range(world_size)) - set(values))}")
+            try:
+                rank, ok, value = results.get(timeout=min(remaining, 0.5))
+            except queue.Empty:
+                dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in values]
+                if dead:
+                    raise WorkerError(f"rank {dead[0]} died with exit code {procs[dead[0]].exitcode} "
+                                      "before reporting a result")
+                continue
+            if not ok:
+                raise WorkerError(f"rank {rank} failed:\n{value}")
+            values[rank] = pickle.loads(value)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+        for p in procs:
+            p.join()
+        results.close()
+    return [values[r] for r in range(world_size)]
