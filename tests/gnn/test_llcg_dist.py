@@ -30,3 +30,21 @@ def test_distributed_engine_rejects_methods_it_does_not_run():
         run_distributed(data, parting, LLCGConfig(method="ggs"))
     with pytest.raises(ValueError, match="engine must be 'serial' or 'distributed'"):
         run(data, parting, LLCGConfig(), engine="mpi")
+
+
+def test_the_worker_runs_under_torchrun(tmp_path):
+    """The command the README documents for several hosts, here on one: the server plus 2 machines."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    torchrun = Path(sys.executable).with_name("torchrun")
+    out = tmp_path / "log.json"
+    subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "3", "-m", "mlsysrepro.gnn.llcg_dist",
+                    "--graph", "cora", "--parts", "2", "--rounds", "2", "--out", str(out)],
+                   check=True, timeout=300, capture_output=True)
+    rows = json.loads(out.read_text())
+    assert [r["round"] for r in rows] == [0, 1, 2]
+    assert rows[1]["model_bytes"] == rows[2]["model_bytes"] > 0
+    assert rows[2]["val_score"] > rows[0]["val_score"]

@@ -42,7 +42,7 @@ LABELS = {"single": "single machine", "psgd_pa": "PSGD-PA", "ggs": "GGS", "llcg"
 #: One colour per method in every figure (seaborn's colour-blind palette).
 PALETTE = {"single machine": "#555555", "PSGD-PA": "#0173b2", "GGS": "#de8f05", "LLCG": "#029e73"}
 
-_COMMON = dict(lr=0.01, server_lr=0.01, batch_size=64, server_batch=256, fanout=10, server_fanout=10, model="gcn")
+_COMMON = dict(lr=0.01, server_lr=0.01, fanout=10, server_fanout=10, model="gcn")
 
 PRESETS = {
     "smoke": dict(
@@ -50,7 +50,7 @@ PRESETS = {
         hidden=16, tail=2, seeds=1, csbm_nodes=2_000, fig2_graph="cora", table1_graph="cora", table1_rounds=3,
         table1_models=["gcn", "gat", "appnp"], fig5_graph="cora", fig5_local_steps=[1, 4], fig7_graph="cora",
         fig7_fanouts=[2, 0], fig7_server_steps=[1, 2], rho=1.5, engine_graph="cora", engine_parts=2, engine_rounds=2,
-        tolerance=0.01, engine="serial",
+        tolerance=0.01, engine="serial", batch_size=64, server_batch=256, num_layers=2,
     ),
     "default": dict(
         graphs=["cora", "citeseer", "tolokers", "csbm"], partitions=["metis", "random"], parts=8, rounds=30,
@@ -58,6 +58,7 @@ PRESETS = {
         table1_graph="tolokers", table1_rounds=20, table1_models=["gcn", "gat", "appnp"], fig5_graph="tolokers",
         fig5_local_steps=[1, 4, 16, 64], fig7_graph="tolokers", fig7_fanouts=[2, 5, 0], fig7_server_steps=[1, 2, 4],
         rho=1.1, engine_graph="tolokers", engine_parts=4, engine_rounds=10, tolerance=0.01, engine="serial",
+        batch_size=64, server_batch=256, num_layers=2,
     ),
     "paper": dict(
         graphs=["reddit", "flickr"], partitions=["metis", "random"], parts=8, rounds=75, local_steps=64,
@@ -65,7 +66,7 @@ PRESETS = {
         table1_graph="reddit", table1_rounds=75, table1_models=["sage", "gat", "appnp"], fig5_graph="reddit",
         fig5_local_steps=[1, 4, 16, 64, 128], fig7_graph="reddit", fig7_fanouts=[1, 2, 0],
         fig7_server_steps=[1, 2, 4], rho=1.1, engine_graph="reddit", engine_parts=8, engine_rounds=75, tolerance=0.01,
-        engine="distributed",
+        engine="distributed", batch_size=256, server_batch=2048, num_layers=3,
     ),
 }
 
@@ -99,7 +100,8 @@ def load(name: str, csbm_nodes: int) -> GraphData:
 
 def base_config(settings, method: str = "llcg", **changes) -> LLCGConfig:
     cfg = LLCGConfig(method=method, rounds=settings.rounds, local_steps=settings.local_steps,
-                     server_steps=settings.server_steps, hidden=settings.hidden, **_COMMON)
+                     server_steps=settings.server_steps, hidden=settings.hidden, batch_size=settings.batch_size,
+                     server_batch=settings.server_batch, num_layers=settings.num_layers, **_COMMON)
     return replace(cfg, **changes)
 
 
