@@ -1,0 +1,30 @@
+import torch
+
+from mlsysrepro.sparsity.models import Tagger, WordLM
+from mlsysrepro.sparsity.text_data import Tagged, batchify, build_vocab
+from mlsysrepro.sparsity.training import perplexity, train_lm, train_tagger
+
+
+def test_the_language_model_learns_a_periodic_stream_with_structured_dropout():
+    torch.manual_seed(0)
+    stream = batchify(torch.arange(8).repeat(200), 4)
+    model = WordLM(8, 24, num_layers=2, p=0.2, mode="structured")
+    before = perplexity(model, stream, bptt=10)
+    rows = train_lm(model, stream, stream, epochs=4, generator=torch.Generator().manual_seed(0), lr=5.0, bptt=10)
+    assert before > 6 and rows[-1]["valid_ppl"] < 1.5  # 8 equally likely words -> the next word is known
+    assert [r["epoch"] for r in rows] == [1, 2, 3, 4]
+
+
+def test_the_tagger_learns_word_determined_tags():
+    g = torch.Generator().manual_seed(0)
+    words = ["paris", "london", "ann", "bob", "the", "a", "went"]
+    kind = {"paris": "LOC", "london": "LOC", "ann": "PER", "bob": "PER"}
+    sentences = [[words[i] for i in torch.randint(7, (6,), generator=g).tolist()] for _ in range(200)]
+    tags = [[f"B-{kind[w]}" if w in kind else "O" for w in s] for s in sentences]
+    data = Tagged(sentences, tags)
+    vocab = build_vocab(sentences)
+    torch.manual_seed(0)
+    model = Tagger(len(vocab), 3, embedding=8, hidden=8, p=0.2, mode="structured")
+    rows = train_tagger(model, data, data, {w: i for i, w in enumerate(vocab)}, ["O", "B-LOC", "B-PER"], epochs=4,
+                        generator=g, lr=0.02)
+    assert rows[-1]["dev_f1"] > 95.0
