@@ -7,7 +7,9 @@ Public entry points:
 - :class:`Report` and the rules :func:`at_most`, :func:`at_least`, :func:`within`, ... (``claims``);
 - :func:`style` and :func:`savefig` (``plots``): one figure style, byte-identical files;
 - :func:`cached` (``cache``): artifacts keyed by the settings that produced them;
-- :func:`seed_everything` (``seed``) and :func:`progress` (``progress``).
+- :func:`seed_everything` (``seed``) and :func:`progress` (``progress``);
+- :func:`dist.launch` (``dist``): a torch.distributed job on local processes, fail-fast, no orphans;
+- :class:`parallel.RunPool` (``parallel``): independent runs on worker processes, one thread each.
 """
 
 from .cache import cached

@@ -20,17 +20,12 @@ test: Table 1), which damps the round-to-round noise of a small validation set.
 
 from __future__ import annotations
 
-import os
-import signal
-import weakref
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
-from multiprocessing import get_context
 
 import pandas as pd
 import torch
 
-from ..core import progress
+from ..core.parallel import RunPool
 from .datasets import GraphData, contextual_sbm, load_graph
 from .llcg import LLCGConfig, run_serial
 from .llcg_dist import ENGINE_METHODS, run_distributed
@@ -108,12 +103,6 @@ def base_config(settings, method: str = "llcg", **changes) -> LLCGConfig:
 _WORKER_GRAPHS: dict = {}
 
 
-def _start_worker() -> None:
-    torch.set_num_threads(1)
-    os.environ["MLSYSREPRO_NO_PROGRESS"] = "1"
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # an interrupt reaches the notebook, which shuts the pool down
-
-
 def _run_one(task) -> pd.DataFrame:
     """One run in a worker process, which keeps the graphs and partitions it has loaded. With
     ``engine="distributed"``, PSGD-PA and LLCG run on real processes (GGS and the single machine
@@ -132,17 +121,16 @@ def _run_one(task) -> pd.DataFrame:
 class Runs:
     """Runs memoised by (graph, partition, configuration, seed), on the settings' ``engine``.
 
-    :meth:`table` runs what it has not seen yet in ``workers`` processes at once, each on one
-    thread (small sparse products gain little from a second thread, a second process doubles the
-    throughput). A run's result does not depend on which process ran it or on ``workers``.
+    :meth:`table` runs what it has not seen yet on a :class:`mlsysrepro.core.parallel.RunPool`
+    (``workers`` processes, one thread each). A run's result does not depend on which process ran it
+    or on ``workers``.
     """
 
     def __init__(self, settings, workers: int | None = None):
         if settings.engine not in ENGINES:
             raise ValueError(f"parameter 'engine' must be one of {list(ENGINES)}, got {settings.engine!r}")
         self.settings, self._graphs, self._parts, self._logs = settings, {}, {}, {}
-        self.workers = workers or max(1, min(4, os.cpu_count() or 1))
-        self._pool = None
+        self.pool = RunPool(workers)
 
     def graph(self, name: str) -> GraphData:
         if name not in self._graphs:
@@ -161,22 +149,15 @@ class Runs:
         keys = [(g, "none" if c.method == "single" else p, c, seed + self.settings.seed)
                 for g, p, c, seed, _ in requests]  # one machine: no partition (P only sets its batch size)
         missing = list(dict.fromkeys(k for k in keys if k not in self._logs))
-        if missing:
-            if self._pool is None:
-                self._pool = ProcessPoolExecutor(self.workers, get_context("spawn"), initializer=_start_worker)
-                weakref.finalize(self, self._pool.shutdown)
-            tasks = [(k, self.settings.csbm_nodes, self.settings.parts, self.settings.engine) for k in missing]
-            for key, log in zip(missing, progress(self._pool.map(_run_one, tasks), "runs", total=len(tasks))):
-                self._logs[key] = log
+        tasks = [(k, self.settings.csbm_nodes, self.settings.parts, self.settings.engine) for k in missing]
+        self._logs.update(zip(missing, self.pool.map(_run_one, tasks)))
         return pd.concat([self._logs[k].assign(graph=k[0], partition=k[1], method=LABELS[k[2].method],
                                                seed=request[3], **request[4])
                           for k, request in zip(keys, requests)], ignore_index=True)
 
     def close(self) -> None:
         """Stop the worker processes (a later :meth:`table` starts new ones)."""
-        if self._pool is not None:
-            self._pool.shutdown()
-            self._pool = None
+        self.pool.close()
 
 
 def psgd_vs_ggs(runs: Runs) -> pd.DataFrame:
