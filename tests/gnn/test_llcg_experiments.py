@@ -39,3 +39,9 @@ def test_runs_reject_an_unknown_engine():
     settings = resolve("llcg", E.PRESETS, {"scale": "smoke", "engine": "mpi"})
     with pytest.raises(ValueError, match=r"parameter 'engine' must be one of \['serial', 'distributed'\]"):
         E.Runs(settings)
+
+
+def test_settings_are_set_beside_the_paper_preset():
+    table = E.settings_vs_paper(resolve("llcg", E.PRESETS, {"scale": "smoke"}))
+    assert table.loc["parts", "paper"] == E.PRESETS["paper"]["parts"]
+    assert table.loc["rounds", "this run (smoke)"] == E.PRESETS["smoke"]["rounds"]

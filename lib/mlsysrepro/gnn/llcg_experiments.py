@@ -236,6 +236,13 @@ def engines(runs: Runs, timeout: float = 600.0) -> tuple[pd.DataFrame, float]:
     return logs, gap
 
 
+def settings_vs_paper(settings) -> pd.DataFrame:
+    """This run's training knobs beside the ``paper`` preset (the paper's configuration), read from :data:`PRESETS`."""
+    knobs = ["parts", "rounds", "local_steps", "server_steps", "hidden", "num_layers", "batch_size", "server_batch"]
+    return pd.DataFrame({f"this run ({settings.scale})": [getattr(settings, k) for k in knobs],
+                         "paper": [PRESETS["paper"][k] for k in knobs]}, index=knobs)
+
+
 # ---- summaries the claims read ------------------------------------------------------------------------
 
 def final(frame: pd.DataFrame, tail: int, keys: list[str], column: str = "val_score") -> pd.Series:
