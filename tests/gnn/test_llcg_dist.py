@@ -41,9 +41,10 @@ def test_the_worker_runs_under_torchrun(tmp_path):
 
     torchrun = Path(sys.executable).with_name("torchrun")
     out = tmp_path / "log.json"
-    subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "3", "-m", "mlsysrepro.gnn.llcg_dist",
-                    "--graph", "cora", "--parts", "2", "--rounds", "2", "--out", str(out)],
-                   check=True, timeout=300, capture_output=True)
+    done = subprocess.run([str(torchrun), "--standalone", "--nproc-per-node", "3", "-m", "mlsysrepro.gnn.llcg_dist",
+                           "--graph", "cora", "--parts", "2", "--rounds", "2", "--out", str(out)],
+                          timeout=300, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
     rows = json.loads(out.read_text())
     assert [r["round"] for r in rows] == [0, 1, 2]
     assert rows[1]["model_bytes"] == rows[2]["model_bytes"] > 0

@@ -130,7 +130,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="rank 0 writes the per-round log here (JSON)")
     args = parser.parse_args(argv)
     rank, world_size = init_from_env()
-    data = load_graph(args.graph)
+    # rank 0 fetches (and PyG processes) the dataset first; ranks sharing a filesystem then read it
+    if rank == 0:
+        data = load_graph(args.graph)
+    dist.barrier()
+    if rank != 0:
+        data = load_graph(args.graph)
     partitioning = partition_graph(data, args.parts, args.partition, args.seed)
     cfg = LLCGConfig(method=args.method, rounds=args.rounds, local_steps=args.local_steps, model=args.model)
     result = worker(rank, world_size, data, partitioning, cfg, args.seed)

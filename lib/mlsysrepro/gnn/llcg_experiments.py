@@ -149,6 +149,8 @@ class Runs:
         keys = [(g, "none" if c.method == "single" else p, c, seed + self.settings.seed)
                 for g, p, c, seed, _ in requests]  # one machine: no partition (P only sets its batch size)
         missing = list(dict.fromkeys(k for k in keys if k not in self._logs))
+        for graph in dict.fromkeys(k[0] for k in missing):
+            self.graph(graph)  # fetch and process each dataset here first: workers must not write it at once
         tasks = [(k, self.settings.csbm_nodes, self.settings.parts, self.settings.engine) for k in missing]
         self._logs.update(zip(missing, self.pool.map(_run_one, tasks)))
         return pd.concat([self._logs[k].assign(graph=k[0], partition=k[1], method=LABELS[k[2].method],
