@@ -1,15 +1,17 @@
+import pytest
 import torch
 
 from mlsysrepro.sparsity.gemm_timing import compact_stages, dense_stages, time_stages
 from mlsysrepro.sparsity.masks import kept_indices, mask_from_indices
 
 
-def test_the_compacted_gemms_compute_what_the_masked_dense_ones_compute():
+@pytest.mark.parametrize("period", [1, 2, 5])
+def test_the_compacted_gemms_compute_what_the_masked_dense_ones_compute(period):
     g = torch.Generator().manual_seed(0)
     x, w_t, dy = torch.randn(5, 4, 12, generator=g), torch.randn(12, 7, generator=g), torch.randn(5, 4, 7, generator=g)
-    indices = kept_indices(5, 12, 0.5, g)
-    mask = mask_from_indices(indices, 12) * 6 / 12  # the 0/1 pattern: the stages take the scale outside
-    dense, compact = dense_stages(x, mask, w_t, dy), compact_stages(x, indices, w_t, dy)
+    indices = kept_indices(5, 12, 0.5, g, period)
+    mask = mask_from_indices(indices, 12, period=period, steps=5)
+    dense, compact = dense_stages(x, mask, w_t, dy), compact_stages(x, indices, w_t, dy, scale=2.0, period=period)
     assert torch.allclose(dense["forward"]().view(5, 4, 7), compact["forward"](), atol=1e-5)
     assert torch.allclose(dense["backward-data"](), compact["backward-data"](), atol=1e-5)
     assert torch.allclose(dense["backward-weight"](), compact["backward-weight"](), atol=1e-5)

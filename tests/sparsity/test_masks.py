@@ -4,8 +4,9 @@ import torch
 from mlsysrepro.sparsity.masks import dropout_mask, kept_count
 
 
-def draw(mode, p=0.5, steps=6, batch=5, hidden=40, seed=0):
-    return dropout_mask(mode, steps, batch, hidden, p, torch.Generator().manual_seed(seed)).expand(steps, batch, hidden)
+def draw(mode, p=0.5, steps=6, batch=5, hidden=40, seed=0, period=1):
+    g = torch.Generator().manual_seed(seed)
+    return dropout_mask(mode, steps, batch, hidden, p, g, period=period).expand(steps, batch, hidden)
 
 
 def test_structured_masks_are_shared_by_the_batch_and_change_over_time():
@@ -13,6 +14,15 @@ def test_structured_masks_are_shared_by_the_batch_and_change_over_time():
     assert torch.equal(m, m[:, :1].expand_as(m))  # the same for every sample
     assert not torch.equal(m[0], m[1])  # re-drawn at every step
     assert ((m > 0).sum(2) == kept_count(40, 0.5)).all()  # exactly k neurons kept per step
+
+
+def test_a_structured_period_shares_each_draw_between_that_many_steps():
+    m = draw("structured", steps=7, period=3)
+    for start in (0, 3, 6):
+        group = m[start:start + 3]
+        assert torch.equal(group, group[:1].expand_as(group))
+    assert not torch.equal(m[0], m[3]) and not torch.equal(m[3], m[6])
+    assert torch.equal(draw("structured", steps=7, period=7), draw("structured", steps=7, period=7)[:1].expand(7, 5, 40))
 
 
 def test_locked_masks_are_shared_over_time_and_differ_across_the_batch():
@@ -44,3 +54,5 @@ def test_bad_arguments_name_the_allowed_values():
         draw("spatial")
     with pytest.raises(ValueError, match=r"p must be in \[0, 1\)"):
         draw("standard", p=1.0)
+    with pytest.raises(ValueError, match="period must be a positive integer"):
+        draw("structured", period=0)

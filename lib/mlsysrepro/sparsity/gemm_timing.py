@@ -1,21 +1,22 @@
 """The three GEMMs of a projection that reads a dropped hidden state, timed one by one (Sarma et al., Sec. 3).
 
 For a sequence ``X`` (T steps, batch B, width H) feeding a weight ``W`` (N x H, stored as ``W^T``, H x N,
-as :mod:`.lstm` stores it) through a dropout mask:
+as :mod:`.lstm` stores it) through a batch-shared mask re-drawn every ``s`` steps (k kept neurons):
 
 =================  ==========================================  ============================================
-stage              dense, masked (cases I-IV)                   compacted (case III, k kept neurons a step)
+stage              dense, masked (what cases I and II need)    compacted (:mod:`.lstm`), one GEMM per draw
 =================  ==========================================  ============================================
-forward            ``(X * m) W^T``: (T B, H) @ (H, N)            ``X[:, :, idx] W^T[idx]``: T x (B, k) @ (k, N)
-backward-data      ``(dY W) * m``: (T B, N) @ (N, H)             T x (B, N) @ (N, k), scattered into dX
-backward-weight    ``dY^T (X * m)``: (N, T B) @ (T B, H)         T x (k, B) @ (B, N), added into rows idx of dW^T
+forward            ``(X * m) W^T``: (T B, H) @ (H, N)            T/s x (s B, k) @ (k, N)
+backward-data      ``(dY W) * m``: (T B, N) @ (N, H)             T/s x (s B, N) @ (N, k), scattered into dX
+backward-weight    ``(X * m)^T dY``: (H, T B) @ (T B, N)         T/s x (k, s B) @ (s B, N), added into dW^T
 =================  ==========================================  ============================================
 
 :func:`time_stages` times both columns on the same data, in this process, and gives the speed-up of
-each stage beside the ideal one, ``H / k = 1 / (1 - p)``. The compacted path includes its gathers and
-scatters, which the ideal ignores, and runs T GEMMs of B rows where the dense path runs one of T B
-rows: with a small batch the per-step GEMMs re-read their weight every step and are bound by memory
-bandwidth on a CPU, which is where the measured speed-up falls short of the ideal.
+each stage beside the ideal one, ``H / k = 1 / (1 - p)``. The compacted column is the library's own
+code (:func:`.lstm.compact_forward` and its two backward functions), gathers and scatters included,
+which the ideal ignores. With ``s = 1`` (the paper's case III) it runs T GEMMs of B rows where the
+dense path runs one of T B rows: each small GEMM re-reads its gathered weight, and on a CPU it is bound
+by memory bandwidth, which is where the measured speed-up falls short of the ideal.
 """
 
 from __future__ import annotations
@@ -25,67 +26,69 @@ import time
 
 import torch
 
+from .lstm import compact_backward_data, compact_backward_weight, compact_forward
 from .masks import kept_indices, mask_from_indices
+
+STAGES = ("forward", "backward-data", "backward-weight")
 
 
 def median_seconds(fn, repeats: int) -> float:
     """Median wall time of ``repeats`` calls of ``fn`` after one warm-up call."""
-    fn()  # warm-up
-    times = []
+    return interleaved_medians({"fn": fn}, repeats)["fn"]
+
+
+def interleaved_medians(fns: dict, repeats: int) -> dict:
+    """Median wall time of each callable in ``fns`` over ``repeats`` rounds, after one warm-up call each.
+
+    Every round calls each callable once, in turn, so a slow spell of a shared machine slows all of
+    them alike and their ratios stay put (timed one after the other, the ratios drifted by 30 %).
+    """
+    for fn in fns.values():
+        fn()  # warm-up
+    times = {name: [] for name in fns}
     for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def dense_stages(x, mask, w_t, dy):
     """The three dense GEMMs of ``(X * mask) W^T`` and their gradients, as callables."""
     steps, batch, hidden = x.shape
-    xm = (x * mask).reshape(steps * batch, hidden)
     dy2 = dy.reshape(steps * batch, -1)
     return {
         "forward": lambda: (x * mask).reshape(steps * batch, hidden) @ w_t,
         "backward-data": lambda: (dy2 @ w_t.t()).view(steps, batch, hidden) * mask,
-        "backward-weight": lambda: xm.t() @ dy2,
+        "backward-weight": lambda: (x * mask).reshape(steps * batch, hidden).t() @ dy2,
     }
 
 
-def compact_stages(x, indices, w_t, dy):
-    """The three compacted GEMMs, with the gathers and scatters they need (as :class:`.lstm.CompactProjection`)."""
-    steps, batch, hidden = x.shape
-    k = indices.shape[1]
-    gather_index = indices[:, None, :].expand(steps, batch, k)
-    kept_x = x.gather(2, gather_index)
-    flat = indices.reshape(-1)
-
-    def forward():
-        return torch.bmm(x.gather(2, gather_index), w_t.index_select(0, flat).view(steps, k, -1))
-
-    def backward_data():
-        kept_w = w_t.index_select(0, flat).view(steps, k, -1)
-        return torch.zeros_like(x).scatter_(2, gather_index, torch.bmm(dy, kept_w.transpose(1, 2)))
-
-    def backward_weight():
-        grads = torch.bmm(kept_x.transpose(1, 2), dy).reshape(steps * k, -1)
-        return torch.zeros_like(w_t).index_add_(0, flat, grads)
-
-    return {"forward": forward, "backward-data": backward_data, "backward-weight": backward_weight}
+def compact_stages(x, indices, w_t, dy, scale: float, period: int = 1):
+    """The three compacted GEMMs of :class:`.lstm.CompactProjection`, as callables."""
+    return {
+        "forward": lambda: compact_forward(x, w_t, indices, scale, period),
+        "backward-data": lambda: compact_backward_data(dy, w_t, indices, scale, period, x.shape[2]),
+        "backward-weight": lambda: compact_backward_weight(x, dy, indices, scale, period, w_t.shape),
+    }
 
 
-def time_stages(steps: int, batch: int, hidden: int, out_dim: int, p: float, repeats: int = 10,
+def time_stages(steps: int, batch: int, hidden: int, out_dim: int, p: float, period: int = 1, repeats: int = 10,
                 seed: int = 0) -> list[dict]:
-    """Median seconds per stage, dense-masked (structured mask) against compacted, with speed-ups."""
+    """Median seconds per stage, dense-masked against compacted, with the measured and the ideal speed-ups."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(steps, batch, hidden, generator=g)
     w_t = torch.randn(hidden, out_dim, generator=g)
     dy = torch.randn(steps, batch, out_dim, generator=g)
-    indices = kept_indices(steps, hidden, p, g)
-    dense = dense_stages(x, mask_from_indices(indices, hidden), w_t, dy)
-    compact = compact_stages(x, indices, w_t, dy)
+    indices = kept_indices(steps, hidden, p, g, period)
+    scale = hidden / indices.shape[1]
+    dense = dense_stages(x, mask_from_indices(indices, hidden, period=period, steps=steps), w_t, dy)
+    compact = compact_stages(x, indices, w_t, dy, scale, period)
     rows = []
-    for stage in dense:
-        d, c = median_seconds(dense[stage], repeats), median_seconds(compact[stage], repeats)
-        rows.append({"stage": stage, "p": p, "dense_s": d, "compact_s": c, "speedup": d / c,
-                     "ideal_speedup": hidden / indices.shape[1]})
+    for stage in STAGES:
+        timed = interleaved_medians({"dense": dense[stage], "compact": compact[stage]}, repeats)
+        d, c = timed["dense"], timed["compact"]
+        rows.append({"stage": stage, "p": p, "period": period, "batch": batch, "dense_s": d, "compact_s": c,
+                     "speedup": d / c, "ideal_speedup": scale})
     return rows

@@ -4,6 +4,7 @@
   dropout -> decoder. Dropout on the embeddings, between layers and before the decoder; in
   ``structured`` mode every one of those GEMMs is compacted, the decoder's (H x 10,000) included.
   ``tied`` shares the embedding and decoder weights (Press & Wolf, 2017; needs emb = hidden).
+  ``mode``, ``p``, ``compact`` and ``period`` are those of :class:`.lstm.LSTM`, for every dropout in the model.
 - :class:`Tagger`: a BiLSTM tagger, a forward and a backward one-layer LSTM over the embeddings,
   dropout on the embeddings and on the concatenated states, a linear layer to the tags (no CRF).
 """
@@ -18,10 +19,10 @@ from .lstm import LSTM, Drop, masked_projection
 
 class WordLM(nn.Module):
     def __init__(self, vocab_size: int, hidden: int, num_layers: int = 2, p: float = 0.5, mode: str = "standard",
-                 tied: bool = False, compact: bool = True):
+                 tied: bool = False, compact: bool = True, period: int = 1):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, hidden)
-        self.lstm = LSTM(hidden, hidden, num_layers, p, mode, compact)
+        self.lstm = LSTM(hidden, hidden, num_layers, p, mode, compact, period)
         self.decoder_bias = nn.Parameter(torch.zeros(vocab_size))
         self.decoder = None if tied else nn.Parameter(torch.empty(hidden, vocab_size))  # W_dec^T
         nn.init.uniform_(self.embedding.weight, -0.05, 0.05)
@@ -45,11 +46,11 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 class Tagger(nn.Module):
     def __init__(self, vocab_size: int, num_tags: int, embedding: int = 100, hidden: int = 100, p: float = 0.5,
-                 mode: str = "standard", compact: bool = True):
+                 mode: str = "standard", compact: bool = True, period: int = 1):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embedding, padding_idx=0)
-        self.forward_lstm = LSTM(embedding, hidden, 1, p, mode, compact)
-        self.backward_lstm = LSTM(embedding, hidden, 1, p, mode, compact)
+        self.forward_lstm = LSTM(embedding, hidden, 1, p, mode, compact, period)
+        self.backward_lstm = LSTM(embedding, hidden, 1, p, mode, compact, period)
         self.classifier = nn.Linear(2 * hidden, num_tags)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator | None = None):

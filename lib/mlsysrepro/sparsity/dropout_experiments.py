@@ -1,0 +1,307 @@
+"""The experiments of the structured-dropout notebook (Sarma et al., NeurIPS 2021): presets and one function per figure.
+
+- :func:`mask_cases` — Fig. 1: the four mask cases, drawn from real masks;
+- :func:`accuracy_runs` — the accuracy table and the convergence curves: PTB perplexity and CoNLL-2003
+  span F1 per dropout mode and seed, trained on a pool of worker processes (cached under ``data/cache``);
+- :func:`speed_table` — seconds per training step and per epoch of the full-size models, per dropout
+  rate, for standard dropout, structured dropout (compacted), the CPU variants with a longer mask
+  period, and ``torch.nn.LSTM``;
+- :func:`stage_breakdown` — forward, backward-data and backward-weight of the LM's GEMMs that read a
+  dropped state, dense against compacted, beside the ideal speed-up ``1 / (1 - p)``.
+
+Two sizes on purpose: the accuracy rows train reduced models on a subset of the data (two CPU cores
+cannot train PTB "medium" for 39 epochs); the speed rows time the paper's full-size models, one
+training step at a time, and an epoch is that step time multiplied by the epoch's steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import pandas as pd
+import torch
+from torch.nn import functional as F
+
+from ..core.cache import cached
+from ..core.parallel import RunPool
+from .gemm_timing import interleaved_medians, time_stages
+from .masks import dropout_mask, kept_count
+from .models import Tagger, WordLM
+from .reference import TorchTagger, TorchWordLM
+from .span_f1 import span_f1
+from .text_data import batchify, build_vocab, load_conll2003, load_ptb, pad_batch
+from .training import perplexity, tag, train_lm, train_tagger
+
+#: The modes trained for the accuracy table (the paper's case III beside I, II and IV).
+ACCURACY_MODES = ("standard", "locked", "structured", "fixed")
+LABELS = {"standard": "standard (I)", "locked": "locked (II)", "structured": "structured (III)", "fixed": "fixed (IV)"}
+#: One colour per mode in every figure (seaborn's colour-blind palette).
+PALETTE = {"standard (I)": "#0173b2", "locked (II)": "#de8f05", "structured (III)": "#029e73",
+           "fixed (IV)": "#cc78bc", "torch.nn.LSTM": "#555555"}
+
+PRESETS = {
+    "smoke": dict(
+        seeds=1, p=0.5, ptb_hidden=16, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.005, ptb_epochs=1,
+        ptb_lr=5.0, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01, conll_embedding=16,
+        conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
+        speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
+        speed_repeats=1, ppl_tolerance=0.05, f1_tolerance=2.0,
+    ),
+    "default": dict(
+        seeds=3, p=0.5, ptb_hidden=64, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.12, ptb_epochs=3,
+        ptb_lr=5.0, ptb_valid_tokens=10_000, ptb_test_tokens=0, conll_fraction=0.2, conll_embedding=100,
+        conll_hidden=100, conll_batch=32, conll_epochs=3, conll_lr=0.005, conll_eval_sentences=0,
+        speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
+        speed_periods=[5], speed_repeats=5, ppl_tolerance=0.05, f1_tolerance=2.0,
+    ),
+    "paper": dict(
+        seeds=3, p=0.5, ptb_hidden=650, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39,
+        ptb_lr=1.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0, conll_embedding=100,
+        conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
+        speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
+        speed_periods=[5], speed_repeats=10, ppl_tolerance=0.02, f1_tolerance=0.5,
+    ),
+}
+
+
+#: The knobs the accuracy runs depend on (the speed measurements' knobs start with ``speed_``).
+ACCURACY_KNOBS = tuple(name for name in PRESETS["default"] if not name.startswith("speed_") and "tolerance" not in name)
+
+
+def mask_cases(steps: int = 6, batch: int = 4, hidden: int = 10, p: float = 0.5, seed: int = 0) -> dict:
+    """Fig. 1: one real (steps, batch, hidden) mask per case, 1 where a neuron is kept."""
+    return {LABELS[mode]: (dropout_mask(mode, steps, batch, hidden, p, torch.Generator().manual_seed(seed))
+                           .expand(steps, batch, hidden) > 0).int()
+            for mode in ACCURACY_MODES}
+
+
+def head(ids: torch.Tensor, tokens: int) -> torch.Tensor:
+    """The first ``tokens`` of a token stream (all of it when ``tokens`` is 0)."""
+    return ids if tokens == 0 else ids[:tokens]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One accuracy run: which task, dropout mode and seed, with the settings it needs."""
+
+    task: str  # "ptb" or "conll"
+    mode: str
+    seed: int
+    knobs: dict
+
+
+def _train_ptb(t: Task, corpus) -> dict:
+    k = t.knobs
+    torch.manual_seed(t.seed)
+    train = batchify(corpus.train[: int(k["ptb_fraction"] * corpus.train.numel())], k["ptb_batch"])
+    valid = batchify(head(corpus.valid, k["ptb_valid_tokens"]), 10)
+    model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], k["p"], t.mode)
+    rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
+                    bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1)
+    curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"]} for r in rows]
+    return {"curve": curve, "valid": rows[-1]["valid_ppl"],
+            "test": perplexity(model, batchify(head(corpus.test, k["ptb_test_tokens"]), 10), k["bptt"])}
+
+
+def _train_conll(t: Task, data) -> dict:
+    k = t.knobs
+    torch.manual_seed(t.seed)
+    train = data["train"]
+    n = int(k["conll_fraction"] * len(train.words))
+    train = type(train)(train.words[:n], train.tags[:n])
+    vocab = build_vocab(train.words)
+    index = {w: i for i, w in enumerate(vocab)}
+    tags = sorted({tg for s in data["train"].tags for tg in s})
+    m = k["conll_eval_sentences"] or None
+    dev, test = (type(train)(data[s].words[:m], data[s].tags[:m]) for s in ("dev", "test"))
+    model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], k["p"], t.mode)
+    rows = train_tagger(model, train, dev, index, tags, k["conll_epochs"], torch.Generator().manual_seed(t.seed),
+                        batch_size=k["conll_batch"], lr=k["conll_lr"])
+    curve = [{"epoch": r["epoch"], "metric": r["dev_f1"]} for r in rows]
+    return {"curve": curve, "valid": rows[-1]["dev_f1"],
+            "test": span_f1(test.tags, tag(model, test.words, index, tags))["f1"]}
+
+
+def _run_one(t: Task) -> dict:
+    """One accuracy run in a worker process (one thread)."""
+    if t.task == "ptb":
+        return _train_ptb(t, load_ptb())
+    return _train_conll(t, load_conll2003())
+
+
+def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train every (task, mode, seed) of the accuracy table; returns (results, curves).
+
+    ``results`` has one row per run: task, mode, seed, the final validation metric and the test metric
+    (perplexity for PTB, span F1 in % for CoNLL-2003); ``curves`` the validation metric per epoch.
+    Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in :data:`ACCURACY_KNOBS`.
+    """
+    knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
+    tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in ACCURACY_MODES
+             for s in range(settings.seeds)]
+
+    def compute():
+        load_ptb(), load_conll2003()  # fetch both corpora here once: workers must not copy them at once
+        pool = RunPool(workers)
+        try:
+            return pool.map(_run_one, tasks, desc="training runs")
+        finally:
+            pool.close()
+
+    outputs = cached("accuracy_runs", replace(settings, values=knobs), compute)  # speed knobs do not matter
+    results = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, "valid": o["valid"],
+                             "test": o["test"]} for t, o in zip(tasks, outputs)])
+    curves = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, **row}
+                           for t, o in zip(tasks, outputs) for row in o["curve"]])
+    return results, curves
+
+
+def accuracy_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation over seeds of the validation and test metric, per task and mode."""
+    table = results.groupby(["task", "mode"], sort=False)[["valid", "test"]].agg(["mean", "std"])
+    table.columns = [f"{metric} {stat}" for metric, stat in table.columns]
+    return table.reset_index()
+
+
+# -- speed --------------------------------------------------------------------------------------------------
+
+def _lm_step(model, ids: torch.Tensor, generator):
+    """One LM training step (forward, backward, SGD update) on a window, as a callable to time."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        logits, _ = model(ids, None, generator)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def _tagger_step(model, ids: torch.Tensor, lengths: torch.Tensor, target: torch.Tensor, generator):
+    """One tagger training step (forward, backward, Adam update) on a batch, as a callable to time."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        logits = model(ids, lengths, generator)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def variants(periods: list[int]) -> list[tuple[str, str, int]]:
+    """(label, mode, period) of every implementation timed: ours with each dropout, and torch.nn.LSTM."""
+    return ([(LABELS["standard"], "standard", 1), (LABELS["structured"], "structured", 1)]
+            + [(period_label(s), "structured", s) for s in periods]
+            + [(LABELS["fixed"], "fixed", 1), ("torch.nn.LSTM", "torch", 1)])
+
+
+def period_label(period: int) -> str:
+    return f"{LABELS['structured']}, period {period}"
+
+
+def palette(labels) -> dict:
+    """:data:`PALETTE`'s colour for each label; structured dropout with a longer period in light blue."""
+    return {label: PALETTE.get(label, "#56b4e9") for label in labels}
+
+
+def speed_table(settings, seed: int = 0) -> pd.DataFrame:
+    """Median seconds of one training step (forward, backward, update) of the full-size models, and per epoch.
+
+    PTB: :class:`.models.WordLM`, 2 x ``speed_hidden``, 10,000 words, one BPTT window, for every p of
+    ``speed_ps`` at the first of ``speed_batches``, and at ``p`` for the other batches. CoNLL-2003: the BiLSTM tagger at ``speed_tagger_hidden``,
+    batch ``conll_batch``, on the real training mini-batch whose padded length is the median one.
+    ``epoch_s`` multiplies by the steps of one epoch of the full training set.
+    The variants of one (task, batch, p) are timed in turn, round after round
+    (:func:`.gemm_timing.interleaved_medians`). Run it when nothing else runs.
+    """
+    corpus, conll = load_ptb(), load_conll2003()
+    rows = []
+    gen = torch.Generator().manual_seed(seed)
+    vocab = len(corpus.vocab)
+    for n, batch in enumerate(settings.speed_batches):
+        ids = torch.randint(vocab, (settings.bptt, batch), generator=gen)
+        windows = math.ceil((corpus.train.numel() // batch - 1) / settings.bptt)
+        for p in settings.speed_ps if n == 0 else [settings.p]:
+            steps = {}
+            for label, mode, period in variants(settings.speed_periods):
+                torch.manual_seed(seed)
+                model = (TorchWordLM(vocab, settings.speed_hidden, 2, p) if mode == "torch"
+                         else WordLM(vocab, settings.speed_hidden, 2, p, mode, period=period))
+                steps[label] = _lm_step(model, ids, torch.Generator().manual_seed(seed))
+            for label, s in interleaved_medians(steps, settings.speed_repeats).items():
+                rows.append({"task": "ptb", "batch": batch, "p": p, "variant": label, "step_s": s,
+                             "epoch_s": s * windows})
+    train = conll["train"]
+    vocab_list = build_vocab(train.words)
+    index = {w: i for i, w in enumerate(vocab_list)}
+    tags = sorted({t for s in train.tags for t in s})
+    b = settings.conll_batch
+    padded = [max(len(s) for s in train.words[i:i + b]) for i in range(0, len(train.words), b)]
+    typical = sorted(range(len(padded)), key=lambda i: (abs(padded[i] - sorted(padded)[len(padded) // 2]), i))[0]
+    sentences, sentence_tags = train.words[typical * b:(typical + 1) * b], train.tags[typical * b:(typical + 1) * b]
+    ids, lengths = pad_batch(sentences, index)
+    target = torch.full_like(ids, -100)
+    for j, row in enumerate(sentence_tags):
+        target[: len(row), j] = torch.tensor([tags.index(t) for t in row])
+    h = settings.speed_tagger_hidden
+    for p in settings.speed_ps:
+        steps = {}
+        for label, mode, period in variants(settings.speed_periods):
+            torch.manual_seed(seed)
+            model = (TorchTagger(len(vocab_list), len(tags), settings.conll_embedding, h, p) if mode == "torch"
+                     else Tagger(len(vocab_list), len(tags), settings.conll_embedding, h, p, mode, period=period))
+            steps[label] = _tagger_step(model, ids, lengths, target, torch.Generator().manual_seed(seed))
+        for label, s in interleaved_medians(steps, settings.speed_repeats).items():
+            rows.append({"task": "conll", "batch": b, "p": p, "variant": label, "step_s": s,
+                         "epoch_s": s * len(padded)})
+    frame = pd.DataFrame(rows)
+    base = frame[frame.variant == LABELS["standard"]].set_index(["task", "batch", "p"]).step_s
+    frame["speedup_vs_standard"] = base.reindex(pd.MultiIndex.from_frame(frame[["task", "batch", "p"]])).values \
+        / frame.step_s
+    hidden_of = {"ptb": settings.speed_hidden, "conll": settings.speed_tagger_hidden}
+    frame["ideal_speedup"] = [hidden_of[t] / kept_count(hidden_of[t], p) if v.startswith((LABELS["structured"], LABELS["fixed"])) else 1.0
+                              for t, p, v in zip(frame.task, frame.p, frame.variant)]
+    return frame
+
+
+def stage_breakdown(settings, batch: int | None = None) -> pd.DataFrame:
+    """:func:`.gemm_timing.time_stages` for the LM's input projection (H -> 4H) and decoder (H -> 10,000),
+    per p, with the paper's per-step mask (period 1) at the first of ``speed_batches``."""
+    batch = batch or settings.speed_batches[0]
+    rows = []
+    for name, out_dim in (("input projection", 4 * settings.speed_hidden), ("decoder", 10_000)):
+        for p in settings.speed_ps:
+            rows += [{"gemm": name, **r} for r in time_stages(settings.bptt, batch, settings.speed_hidden, out_dim,
+                                                              p, repeats=settings.speed_repeats)]
+    return pd.DataFrame(rows)
+
+
+#: The paper's settings, set beside this run's by :func:`settings_vs_paper`.
+PAPER_SETTINGS = {
+    "PTB model": "2 x 650 LSTM (Zaremba medium), BPTT 35, batch 20, 39 epochs",
+    "CoNLL-2003 model": "BiLSTM tagger, full training set",
+    "translation": "LSTM encoder-decoder on IWSLT De-En and En-Vi (BLEU)",
+    "dropout rates": "0.2 - 0.65",
+    "hardware": "NVIDIA GPU (cuDNN / cuBLAS)",
+}
+
+
+def settings_vs_paper(settings) -> pd.DataFrame:
+    """This run's models, data and hardware beside the paper's."""
+    s = settings
+    ours = {
+        "PTB model": f"{s.ptb_layers} x {s.ptb_hidden}, BPTT {s.bptt}, batch {s.ptb_batch}, {s.ptb_epochs} epochs on "
+                     f"{s.ptb_fraction:.0%} of the training stream (speed: 2 x {s.speed_hidden}, full size)",
+        "CoNLL-2003 model": f"BiLSTM {s.conll_embedding} / {s.conll_hidden}, {s.conll_epochs} epochs on "
+                            f"{s.conll_fraction:.0%} of the training sentences",
+        "translation": "not run (no IWSLT training set offline)",
+        "dropout rates": ", ".join(map(str, s.speed_ps)) + f" (speed); {s.p} (accuracy)",
+        "hardware": f"CPU, {torch.get_num_threads()} threads",
+    }
+    return pd.DataFrame({"this run": ours, "paper": PAPER_SETTINGS})

@@ -1,0 +1,76 @@
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from mlsysrepro.core.settings import resolve
+from mlsysrepro.sparsity import dropout_experiments as E
+from mlsysrepro.sparsity.masks import kept_count
+from mlsysrepro.sparsity.reference import TorchTagger
+from mlsysrepro.sparsity.text_data import load_ptb
+from mlsysrepro.sparsity.training import train_lm
+
+
+def settings(**changes):
+    return resolve("structured_dropout", E.PRESETS, {"scale": "smoke", "use_cache": False, **changes})
+
+
+def test_fig1_masks_show_the_sharing_of_each_case():
+    masks = E.mask_cases(steps=5, batch=6, hidden=20, p=0.5, seed=1)
+    structured, fixed, locked = masks["structured (III)"], masks["fixed (IV)"], masks["locked (II)"]
+    assert torch.equal(structured, structured[:, :1].expand_as(structured))  # whole columns
+    assert not torch.equal(structured[0], structured[1])  # re-drawn every step
+    assert torch.equal(fixed, fixed[:1, :1].expand_as(fixed))
+    assert torch.equal(locked, locked[:1].expand_as(locked)) and not torch.equal(locked[:, 0], locked[:, 1])
+
+
+def test_the_accuracy_table_is_the_mean_and_std_over_seeds():
+    results = pd.DataFrame({"task": ["ptb"] * 3, "mode": ["standard (I)"] * 3, "seed": [0, 1, 2],
+                            "valid": [100.0, 110.0, 120.0], "test": [90.0, 90.0, 96.0]})
+    row = E.accuracy_table(results).iloc[0]
+    assert row["valid mean"] == 110.0 and row["valid std"] == pytest.approx(10.0)
+    assert row["test mean"] == 92.0 and row["test std"] == pytest.approx(math.sqrt(12.0))
+
+
+def test_without_dropout_every_mode_trains_the_same_model():
+    """At p = 0 the modes differ in nothing but their (absent) masks, so each seed gives identical metrics:
+    the runs draw all their randomness from their own seed, whatever process runs them."""
+    results, curves = E.accuracy_runs(settings(p=0.0, ptb_fraction=0.002, conll_fraction=0.005,
+                                               conll_eval_sentences=50), workers=2)
+    for task, group in results.groupby("task"):
+        assert len(group) == len(E.ACCURACY_MODES)
+        assert group.test.nunique() == 1 and group.valid.nunique() == 1, task
+    assert set(curves.epoch) == {1}
+
+
+def test_speed_rows_are_ratios_to_standard_dropout_in_the_same_table():
+    s = settings(speed_ps=[0.5], speed_batches=[2, 3], speed_hidden=8, speed_tagger_hidden=4, speed_periods=[5])
+    speed = E.speed_table(s)
+    assert (speed[speed.variant == "standard (I)"].speedup_vs_standard == 1.0).all()
+    assert set(speed.variant) == {"standard (I)", "structured (III)", "structured (III), period 5", "fixed (IV)",
+                                  "torch.nn.LSTM"}
+    assert (speed[speed.variant == "torch.nn.LSTM"].ideal_speedup == 1.0).all()
+    structured = speed[(speed.variant == "structured (III)") & (speed.task == "ptb")]
+    assert (structured.ideal_speedup == 8 / kept_count(8, 0.5)).all()
+    windows = math.ceil((load_ptb().train.numel() // 3 - 1) / s.bptt)
+    row = speed[(speed.task == "ptb") & (speed.batch == 3)].iloc[0]
+    assert row.epoch_s == pytest.approx(row.step_s * windows)
+    assert set(speed[speed.task == "ptb"].batch) == {2, 3}
+
+
+def test_the_torch_tagger_ignores_padding():
+    """A sentence's tag scores do not change when it is padded next to a longer sentence (packed sequences)."""
+    torch.manual_seed(0)
+    model = TorchTagger(20, 5, embedding=6, hidden=7, p=0.5).eval()
+    short = torch.tensor([[3], [4], [5]])
+    alone = model(short, torch.tensor([3]))
+    padded = torch.cat([short, torch.zeros(2, 1, dtype=torch.long)])
+    batch = torch.cat([padded, torch.randint(1, 20, (5, 1))], 1)
+    together = model(batch, torch.tensor([3, 5]))
+    assert torch.allclose(alone[:, 0], together[:3, 0], atol=1e-6)
+
+
+def test_an_unknown_optimizer_is_rejected():
+    with pytest.raises(ValueError, match="optimizer must be one of"):
+        train_lm(None, torch.zeros(4, 2, dtype=torch.long), None, 1, torch.Generator(), optimizer="lbfgs")
