@@ -74,3 +74,34 @@ def test_the_torch_tagger_ignores_padding():
 def test_an_unknown_optimizer_is_rejected():
     with pytest.raises(ValueError, match="optimizer must be one of"):
         train_lm(None, torch.zeros(4, 2, dtype=torch.long), None, 1, torch.Generator(), optimizer="lbfgs")
+
+
+def test_translation_is_off_below_paper_scale_and_says_what_it_needs(monkeypatch):
+    assert E.translation_runs(settings()) is None
+    monkeypatch.setattr(E, "load_registry", lambda: {})
+    with pytest.raises(E.DatasetError, match="iwslt15_en_vi"):
+        E.translation_runs(settings(translation=True))
+
+
+def test_a_translation_run_reports_dev_and_test_bleu(tmp_path, monkeypatch):
+    """The whole IWSLT path on a tiny parallel corpus in the release's file layout (targets = reversed sources)."""
+    g = torch.Generator().manual_seed(0)
+    words = "a b c d e f".split()
+    for split, n in (("train", 300), ("tst2012", 20), ("tst2013", 20)):
+        sources = [[words[i] for i in torch.randint(6, (4,), generator=g).tolist()] for _ in range(n)]
+        (tmp_path / f"{split}.en").write_text("\n".join(" ".join(s) for s in sources))
+        (tmp_path / f"{split}.vi").write_text("\n".join(" ".join(w.upper() for w in reversed(s)) for s in sources))
+    monkeypatch.setattr(E, "fetch", lambda name: tmp_path)
+    knobs = {"seeds": 1, "p": 0.1, "mt_hidden": 16, "mt_epochs": 2, "mt_batch": 16, "device": "cpu"}
+    out = E._train_translation(E.Task("iwslt", "structured", 0, knobs))
+    assert [row["epoch"] for row in out["curve"]] == [1, 2]
+    assert 0.0 <= out["test"] <= 100.0 and out["valid"] == out["curve"][-1]["metric"]
+
+
+def test_the_device_knob_names_its_allowed_values():
+    assert E.check_device("cpu") == torch.device("cpu")
+    with pytest.raises(ValueError, match=r"parameter 'device' must be one of \['cpu', 'cuda'\]"):
+        E.check_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="sees no GPU"):
+            E.check_device("cuda")

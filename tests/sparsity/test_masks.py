@@ -22,7 +22,8 @@ def test_a_structured_period_shares_each_draw_between_that_many_steps():
         group = m[start:start + 3]
         assert torch.equal(group, group[:1].expand_as(group))
     assert not torch.equal(m[0], m[3]) and not torch.equal(m[3], m[6])
-    assert torch.equal(draw("structured", steps=7, period=7), draw("structured", steps=7, period=7)[:1].expand(7, 5, 40))
+    whole = draw("structured", steps=7, period=7)
+    assert torch.equal(whole, whole[:1].expand(7, 5, 40))
 
 
 def test_locked_masks_are_shared_over_time_and_differ_across_the_batch():

@@ -8,10 +8,12 @@ Public entry points:
   (``structured``, ``fixed``), really shrinks the GEMMs that read the dropped hidden state
   (:func:`.lstm.masked_projection`, :class:`.lstm.CompactProjection`); its time loop and backward pass are
   :class:`.recurrence.Recurrence`;
-- :class:`.models.WordLM` (PTB, Zaremba et al.) and :class:`.models.Tagger` (CoNLL-2003 BiLSTM), and the same
-  models on ``torch.nn.LSTM`` in :mod:`.reference`;
-- :mod:`.text_data` (PTB and CoNLL-2003 through the data registry), :func:`.span_f1.span_f1` (conlleval's rule),
-  :mod:`.training` (truncated BPTT; tagger training with dev span F1);
+- :class:`.models.WordLM` (PTB, Zaremba et al.), :class:`.models.Tagger` (CoNLL-2003 BiLSTM) and
+  :class:`.models.Translator` (IWSLT, attention encoder-decoder), and the LM and tagger on ``torch.nn.LSTM`` in
+  :mod:`.reference`;
+- :mod:`.text_data` (PTB, CoNLL-2003 and IWSLT'15 En-Vi through the data registry), :func:`.span_f1.span_f1`
+  (conlleval's rule), :func:`.bleu.corpus_bleu`, :mod:`.training` (truncated BPTT; tagger and translator
+  training with dev F1 / BLEU);
 - :mod:`.gemm_timing`: forward, backward-data and backward-weight GEMMs timed, dense-masked against compacted;
 - :mod:`.dropout_experiments`: the notebook's presets and one function per figure.
 """

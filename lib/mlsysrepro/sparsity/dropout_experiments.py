@@ -7,7 +7,9 @@
   rate, for standard dropout, structured dropout (compacted), the CPU variants with a longer mask
   period, and ``torch.nn.LSTM``;
 - :func:`stage_breakdown` — forward, backward-data and backward-weight of the LM's GEMMs that read a
-  dropped state, dense against compacted, beside the ideal speed-up ``1 / (1 - p)``.
+  dropped state, dense against compacted, beside the ideal speed-up ``1 / (1 - p)``;
+- :func:`translation_runs` — IWSLT'15 En-Vi BLEU per dropout mode, when ``translation`` is on and the
+  training set is registered (``scale=paper``).
 
 Two sizes on purpose: the accuracy rows train reduced models on a subset of the data (two CPU cores
 cannot train PTB "medium" for 39 epochs); the speed rows time the paper's full-size models, one
@@ -24,14 +26,16 @@ import torch
 from torch.nn import functional as F
 
 from ..core.cache import cached
+from ..core.data import DatasetError, fetch, load_registry
 from ..core.parallel import RunPool
 from .gemm_timing import interleaved_medians, time_stages
 from .masks import dropout_mask, kept_count
-from .models import Tagger, WordLM
+from .bleu import corpus_bleu
+from .models import Tagger, Translator, WordLM
 from .reference import TorchTagger, TorchWordLM
 from .span_f1 import span_f1
-from .text_data import batchify, build_vocab, load_conll2003, load_ptb, pad_batch
-from .training import perplexity, tag, train_lm, train_tagger
+from .text_data import UNK, batchify, build_vocab, load_conll2003, load_iwslt15, load_ptb, pad_batch
+from .training import perplexity, tag, train_lm, train_tagger, train_translator, translate
 
 #: The modes trained for the accuracy table (the paper's case III beside I, II and IV).
 ACCURACY_MODES = ("standard", "locked", "structured", "fixed")
@@ -43,30 +47,48 @@ PALETTE = {"standard (I)": "#0173b2", "locked (II)": "#de8f05", "structured (III
 PRESETS = {
     "smoke": dict(
         seeds=1, p=0.5, ptb_hidden=16, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.005, ptb_epochs=1,
-        ptb_lr=5.0, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01, conll_embedding=16,
-        conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
+        ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01,
+        conll_embedding=16, conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
         speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
-        speed_repeats=1, ppl_tolerance=0.05, f1_tolerance=2.0,
+        speed_repeats=1, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False, mt_hidden=32, mt_epochs=1,
+        mt_batch=64, device="cpu",
     ),
     "default": dict(
         seeds=3, p=0.5, ptb_hidden=64, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.12, ptb_epochs=3,
-        ptb_lr=5.0, ptb_valid_tokens=10_000, ptb_test_tokens=0, conll_fraction=0.2, conll_embedding=100,
-        conll_hidden=100, conll_batch=32, conll_epochs=3, conll_lr=0.005, conll_eval_sentences=0,
+        ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=10_000, ptb_test_tokens=0, conll_fraction=0.2,
+        conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=3, conll_lr=0.005, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
-        speed_periods=[5], speed_repeats=5, ppl_tolerance=0.05, f1_tolerance=2.0,
+        speed_periods=[5], speed_repeats=5, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False, mt_hidden=256,
+        mt_epochs=12, mt_batch=64, device="cpu",
     ),
     "paper": dict(
         seeds=3, p=0.5, ptb_hidden=650, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39,
-        ptb_lr=1.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0, conll_embedding=100,
-        conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
+        ptb_lr=1.0, ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
+        conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
-        speed_periods=[5], speed_repeats=10, ppl_tolerance=0.02, f1_tolerance=0.5,
+        speed_periods=[5], speed_repeats=10, ppl_tolerance=0.02, f1_tolerance=0.5, translation=True, mt_hidden=512,
+        mt_epochs=12, mt_batch=64, device="cuda",
     ),
 }
 
 
 #: The knobs the accuracy runs depend on (the speed measurements' knobs start with ``speed_``).
-ACCURACY_KNOBS = tuple(name for name in PRESETS["default"] if not name.startswith("speed_") and "tolerance" not in name)
+ACCURACY_KNOBS = tuple(name for name in PRESETS["default"]
+                       if not name.startswith(("speed_", "mt_", "translation")) and "tolerance" not in name)
+#: The knobs of the translation rows.
+TRANSLATION_KNOBS = ("seeds", "p", "mt_hidden", "mt_epochs", "mt_batch", "device")
+DEVICES = ("cpu", "cuda")
+#: The registry name of the IWSLT'15 En-Vi release with its training set (not registered here: see load_iwslt15).
+IWSLT_TRAIN = "iwslt15_en_vi"
+
+
+def check_device(device: str) -> torch.device:
+    """The torch device of the ``device`` knob, or a ValueError naming the allowed values."""
+    if device not in DEVICES:
+        raise ValueError(f"parameter 'device' must be one of {list(DEVICES)}, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("parameter 'device' is 'cuda' but torch sees no GPU here; run with -p device cpu")
+    return torch.device(device)
 
 
 def mask_cases(steps: int = 6, batch: int = 4, hidden: int = 10, p: float = 0.5, seed: int = 0) -> dict:
@@ -96,9 +118,9 @@ def _train_ptb(t: Task, corpus) -> dict:
     torch.manual_seed(t.seed)
     train = batchify(corpus.train[: int(k["ptb_fraction"] * corpus.train.numel())], k["ptb_batch"])
     valid = batchify(head(corpus.valid, k["ptb_valid_tokens"]), 10)
-    model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], k["p"], t.mode)
+    model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], k["p"], t.mode).to(k["device"])
     rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
-                    bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1)
+                    clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1)
     curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"]} for r in rows]
     return {"curve": curve, "valid": rows[-1]["valid_ppl"],
             "test": perplexity(model, batchify(head(corpus.test, k["ptb_test_tokens"]), 10), k["bptt"])}
@@ -115,7 +137,7 @@ def _train_conll(t: Task, data) -> dict:
     tags = sorted({tg for s in data["train"].tags for tg in s})
     m = k["conll_eval_sentences"] or None
     dev, test = (type(train)(data[s].words[:m], data[s].tags[:m]) for s in ("dev", "test"))
-    model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], k["p"], t.mode)
+    model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], k["p"], t.mode).to(k["device"])
     rows = train_tagger(model, train, dev, index, tags, k["conll_epochs"], torch.Generator().manual_seed(t.seed),
                         batch_size=k["conll_batch"], lr=k["conll_lr"])
     curve = [{"epoch": r["epoch"], "metric": r["dev_f1"]} for r in rows]
@@ -137,6 +159,7 @@ def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, p
     (perplexity for PTB, span F1 in % for CoNLL-2003); ``curves`` the validation metric per epoch.
     Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in :data:`ACCURACY_KNOBS`.
     """
+    check_device(settings.device)
     knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
     tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in ACCURACY_MODES
              for s in range(settings.seeds)]
@@ -164,7 +187,79 @@ def accuracy_table(results: pd.DataFrame) -> pd.DataFrame:
     return table.reset_index()
 
 
+# -- translation --------------------------------------------------------------------------------------------
+
+BOS, EOS = "<s>", "</s>"
+
+
+def _indexed(sentences: list[list[str]], vocab: list[str]) -> list[list[int]]:
+    index = {w: i for i, w in enumerate(vocab)}
+    unk = index[UNK]
+    return [[index.get(w, unk) for w in s] for s in sentences]
+
+
+def _train_translation(t: Task) -> dict:
+    """One IWSLT'15 En-Vi run: train on ``train``, dev BLEU on ``tst2012`` per epoch, test BLEU on ``tst2013``."""
+    k = t.knobs
+    data = load_iwslt15(fetch(IWSLT_TRAIN))
+    src_vocab = build_vocab(data["train"].source, min_count=2, lower=False)
+    tgt_vocab = build_vocab(data["train"].target, min_count=2, lower=False) + [BOS, EOS]
+    bos, eos = len(tgt_vocab) - 2, len(tgt_vocab) - 1
+    pairs = {split: list(zip(_indexed(d.source, src_vocab), _indexed(d.target, tgt_vocab)))
+             for split, d in data.items()}
+    torch.manual_seed(t.seed)
+    model = Translator(len(src_vocab), len(tgt_vocab), k["mt_hidden"], 2, k["p"], t.mode).to(k["device"])
+    rows = train_translator(model, pairs["train"], pairs["tst2012"], k["mt_epochs"],
+                            torch.Generator().manual_seed(t.seed), bos, eos, batch_size=k["mt_batch"])
+    hypotheses = translate(model, [s for s, _ in pairs["tst2013"]], bos, eos)
+    words = [[tgt_vocab[i] for i in h] for h in hypotheses]
+    return {"curve": [{"epoch": r["epoch"], "metric": r["dev_bleu"]} for r in rows], "valid": rows[-1]["dev_bleu"],
+            "test": corpus_bleu(words, data["tst2013"].target)["bleu"]}
+
+
+def translation_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """IWSLT'15 En-Vi (Luong & Manning's release): BLEU on tst2013 per dropout mode and seed, and dev BLEU
+    (tst2012) per epoch; None when ``settings.translation`` is off.
+
+    Needs the training set registered as :data:`IWSLT_TRAIN` (133 K pairs, not obtainable here); raises a
+    :class:`DatasetError` that says how otherwise. The test sets alone are too small to train a translator
+    that reaches a meaningful BLEU, so there is no reduced setting.
+    """
+    if not settings.translation:
+        return None
+    if IWSLT_TRAIN not in load_registry():
+        raise DatasetError(
+            f"the translation rows need IWSLT'15 En-Vi's training set, registered as {IWSLT_TRAIN!r} in "
+            "lib/mlsysrepro/core/datasets.json with the sha256 and URLs of train.en, train.vi, tst2012.en/.vi and "
+            "tst2013.en/.vi (Stanford NMT release, nlp.stanford.edu/projects/nmt); set translation=False to skip them")
+    check_device(settings.device)
+    knobs = {name: getattr(settings, name) for name in TRANSLATION_KNOBS}
+    tasks = [Task("iwslt", mode, settings.seed + s, knobs)
+             for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
+
+    def compute():
+        fetch(IWSLT_TRAIN)
+        pool = RunPool(workers)
+        try:
+            return pool.map(_train_translation, tasks, desc="translation runs")
+        finally:
+            pool.close()
+
+    outputs = cached("translation_runs", replace(settings, values=knobs), compute)
+    results = pd.DataFrame([{"task": "iwslt", "mode": LABELS[t.mode], "seed": t.seed, "valid": o["valid"],
+                             "test": o["test"]} for t, o in zip(tasks, outputs)])
+    curves = pd.DataFrame([{"task": "iwslt", "mode": LABELS[t.mode], "seed": t.seed, **row}
+                           for t, o in zip(tasks, outputs) for row in o["curve"]])
+    return results, curves
+
+
 # -- speed --------------------------------------------------------------------------------------------------
+
+def _synchronize(device: torch.device) -> None:
+    """Wait for the GPU's queued work, so that a wall-clock time covers it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
 
 def _lm_step(model, ids: torch.Tensor, generator):
     """One LM training step (forward, backward, SGD update) on a window, as a callable to time."""
@@ -176,6 +271,7 @@ def _lm_step(model, ids: torch.Tensor, generator):
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        _synchronize(ids.device)
 
     return step
 
@@ -190,6 +286,7 @@ def _tagger_step(model, ids: torch.Tensor, lengths: torch.Tensor, target: torch.
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+        _synchronize(ids.device)
 
     return step
 
@@ -214,18 +311,19 @@ def speed_table(settings, seed: int = 0) -> pd.DataFrame:
     """Median seconds of one training step (forward, backward, update) of the full-size models, and per epoch.
 
     PTB: :class:`.models.WordLM`, 2 x ``speed_hidden``, 10,000 words, one BPTT window, for every p of
-    ``speed_ps`` at the first of ``speed_batches``, and at ``p`` for the other batches. CoNLL-2003: the BiLSTM tagger at ``speed_tagger_hidden``,
-    batch ``conll_batch``, on the real training mini-batch whose padded length is the median one.
-    ``epoch_s`` multiplies by the steps of one epoch of the full training set.
+    ``speed_ps`` at the first of ``speed_batches``, and at ``p`` for the other batches. CoNLL-2003: the BiLSTM
+    tagger at ``speed_tagger_hidden``, batch ``conll_batch``, on the real training mini-batch whose padded
+    length is the median one. ``epoch_s`` multiplies by the steps of one epoch of the full training set.
     The variants of one (task, batch, p) are timed in turn, round after round
     (:func:`.gemm_timing.interleaved_medians`). Run it when nothing else runs.
     """
     corpus, conll = load_ptb(), load_conll2003()
+    device = check_device(settings.device)
     rows = []
     gen = torch.Generator().manual_seed(seed)
     vocab = len(corpus.vocab)
     for n, batch in enumerate(settings.speed_batches):
-        ids = torch.randint(vocab, (settings.bptt, batch), generator=gen)
+        ids = torch.randint(vocab, (settings.bptt, batch), generator=gen).to(device)
         windows = math.ceil((corpus.train.numel() // batch - 1) / settings.bptt)
         for p in settings.speed_ps if n == 0 else [settings.p]:
             steps = {}
@@ -233,7 +331,7 @@ def speed_table(settings, seed: int = 0) -> pd.DataFrame:
                 torch.manual_seed(seed)
                 model = (TorchWordLM(vocab, settings.speed_hidden, 2, p) if mode == "torch"
                          else WordLM(vocab, settings.speed_hidden, 2, p, mode, period=period))
-                steps[label] = _lm_step(model, ids, torch.Generator().manual_seed(seed))
+                steps[label] = _lm_step(model.to(device), ids, torch.Generator().manual_seed(seed))
             for label, s in interleaved_medians(steps, settings.speed_repeats).items():
                 rows.append({"task": "ptb", "batch": batch, "p": p, "variant": label, "step_s": s,
                              "epoch_s": s * windows})
@@ -256,7 +354,8 @@ def speed_table(settings, seed: int = 0) -> pd.DataFrame:
             torch.manual_seed(seed)
             model = (TorchTagger(len(vocab_list), len(tags), settings.conll_embedding, h, p) if mode == "torch"
                      else Tagger(len(vocab_list), len(tags), settings.conll_embedding, h, p, mode, period=period))
-            steps[label] = _tagger_step(model, ids, lengths, target, torch.Generator().manual_seed(seed))
+            steps[label] = _tagger_step(model.to(device), ids.to(device), lengths, target.to(device),
+                                        torch.Generator().manual_seed(seed))
         for label, s in interleaved_medians(steps, settings.speed_repeats).items():
             rows.append({"task": "conll", "batch": b, "p": p, "variant": label, "step_s": s,
                          "epoch_s": s * len(padded)})
@@ -265,14 +364,15 @@ def speed_table(settings, seed: int = 0) -> pd.DataFrame:
     frame["speedup_vs_standard"] = base.reindex(pd.MultiIndex.from_frame(frame[["task", "batch", "p"]])).values \
         / frame.step_s
     hidden_of = {"ptb": settings.speed_hidden, "conll": settings.speed_tagger_hidden}
-    frame["ideal_speedup"] = [hidden_of[t] / kept_count(hidden_of[t], p) if v.startswith((LABELS["structured"], LABELS["fixed"])) else 1.0
-                              for t, p, v in zip(frame.task, frame.p, frame.variant)]
+    compacted = frame.variant.str.startswith((LABELS["structured"], LABELS["fixed"]))
+    frame["ideal_speedup"] = [hidden_of[t] / kept_count(hidden_of[t], p) if c else 1.0
+                              for t, p, c in zip(frame.task, frame.p, compacted)]
     return frame
 
 
 def stage_breakdown(settings, batch: int | None = None) -> pd.DataFrame:
     """:func:`.gemm_timing.time_stages` for the LM's input projection (H -> 4H) and decoder (H -> 10,000),
-    per p, with the paper's per-step mask (period 1) at the first of ``speed_batches``."""
+    per p, with the paper's per-step mask (period 1) at the first of ``speed_batches``, on the CPU."""
     batch = batch or settings.speed_batches[0]
     rows = []
     for name, out_dim in (("input projection", 4 * settings.speed_hidden), ("decoder", 10_000)):
@@ -300,8 +400,10 @@ def settings_vs_paper(settings) -> pd.DataFrame:
                      f"{s.ptb_fraction:.0%} of the training stream (speed: 2 x {s.speed_hidden}, full size)",
         "CoNLL-2003 model": f"BiLSTM {s.conll_embedding} / {s.conll_hidden}, {s.conll_epochs} epochs on "
                             f"{s.conll_fraction:.0%} of the training sentences",
-        "translation": "not run (no IWSLT training set offline)",
+        "translation": (f"LSTM encoder-decoder, 2 x {s.mt_hidden}, {s.mt_epochs} epochs on IWSLT'15 En-Vi"
+                        if s.translation else "not run (no IWSLT training set offline)"),
         "dropout rates": ", ".join(map(str, s.speed_ps)) + f" (speed); {s.p} (accuracy)",
-        "hardware": f"CPU, {torch.get_num_threads()} threads",
+        "hardware": (torch.cuda.get_device_name() if s.device == "cuda" and torch.cuda.is_available()
+                     else f"CPU, {torch.get_num_threads()} threads"),
     }
     return pd.DataFrame({"this run": ours, "paper": PAPER_SETTINGS})

@@ -49,12 +49,14 @@ class Drop:
 
     @classmethod
     def draw(cls, mode: str, p: float, steps: int, batch: int, width: int, generator: torch.Generator,
-             compact: bool = True, dtype: torch.dtype = torch.float32, period: int = 1) -> "Drop":
+             compact: bool = True, dtype: torch.dtype = torch.float32, period: int = 1,
+             device: torch.device | str = "cpu") -> "Drop":
+        """Drawn from ``generator`` (a CPU generator: a draw is the same on every device), moved to ``device``."""
         if compact and mode in ("structured", "fixed") and p > 0:
             period = draw_period(mode, steps, period)
-            indices = kept_indices(steps, width, p, generator, period)
+            indices = kept_indices(steps, width, p, generator, period).to(device)
             return cls(indices=indices, scale=width / indices.shape[1], period=period)
-        return cls(mask=dropout_mask(mode, steps, batch, width, p, generator, dtype, period))
+        return cls(mask=dropout_mask(mode, steps, batch, width, p, generator, dtype, period).to(device))
 
 
 def draws(indices: torch.Tensor, period: int):
@@ -156,11 +158,11 @@ class LSTM(nn.Module):
             nn.init.uniform_(w, -bound, bound)
 
     def drop(self, steps: int, batch: int, width: int, generator: torch.Generator | None,
-             dtype: torch.dtype = torch.float32) -> Drop:
+             dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> Drop:
         """This module's dropout draw for a (steps, batch, width) input; none in eval mode."""
         if not self.training or self.p == 0 or self.mode == "none":
-            return Drop(mask=torch.ones(1, 1, width, dtype=dtype))
-        return Drop.draw(self.mode, self.p, steps, batch, width, generator, self.compact, dtype, self.period)
+            return Drop(mask=torch.ones(1, 1, width, dtype=dtype, device=device))
+        return Drop.draw(self.mode, self.p, steps, batch, width, generator, self.compact, dtype, self.period, device)
 
     def forward(self, x: torch.Tensor, state=None, generator: torch.Generator | None = None):
         steps, batch, _ = x.shape
@@ -169,7 +171,7 @@ class LSTM(nn.Module):
             state = [(zeros, zeros)] * self.num_layers
         final, layer_input = [], x
         for l in range(self.num_layers):
-            drop = self.drop(steps, batch, layer_input.shape[2], generator, x.dtype)
+            drop = self.drop(steps, batch, layer_input.shape[2], generator, x.dtype, x.device)
             projected = masked_projection(layer_input, self.w_ih[l], self.bias[l], drop)  # (T, B, 4H), all steps
             h, c = state[l]
             layer_input, c = Recurrence.apply(projected, self.w_hh[l].t(), h, c)  # the sequential half

@@ -27,7 +27,7 @@ import torch
 
 
 class Recurrence(torch.autograd.Function):
-    """``hs, c_T = Recurrence.apply(projected, w_hh_t, h0, c0)`` for projected (T, B, 4H), ``w_hh_t = W_hh^T`` (H, 4H)."""
+    """``hs, c_T = Recurrence.apply(projected, w_hh_t, h0, c0)``: projected (T, B, 4H), ``w_hh_t = W_hh^T`` (H, 4H)."""
 
     @staticmethod
     def forward(ctx, projected, w_hh_t, h0, c0):

@@ -5,6 +5,7 @@
   for truncated back-propagation through time (Zaremba et al., 2014).
 - :func:`load_conll2003`: CoNLL-2003 English NER (word, tag) sentences, ``-DOCSTART-`` lines dropped,
   and :func:`pad_batch` for a tagger.
+- :func:`load_iwslt15`: IWSLT'15 English-Vietnamese sentence pairs, and :func:`pad_ids` for a translator.
 """
 
 from __future__ import annotations
@@ -99,4 +100,39 @@ def pad_batch(sentences: list[list[str]], index: dict[str, int], lower: bool = T
     unk = index[UNK]
     for j, s in enumerate(sentences):
         ids[: len(s), j] = torch.tensor([index.get(w.lower() if lower else w, unk) for w in s])
+    return ids, lengths
+
+
+@dataclass(frozen=True)
+class Parallel:
+    source: list[list[str]]
+    target: list[list[str]]
+
+
+#: The IWSLT'15 English-Vietnamese release of Luong & Manning (Stanford NMT): training set and the two test sets.
+IWSLT15_SPLITS = ("train", "tst2012", "tst2013")
+
+
+def load_iwslt15(root: Path, splits: tuple[str, ...] = IWSLT15_SPLITS) -> dict[str, Parallel]:
+    """``{split: Parallel}`` of tokenised English sources and Vietnamese targets, from ``<split>.en`` and
+    ``<split>.vi`` (one sentence per line, as the Stanford NMT release ships them; a leading byte-order mark
+    is dropped).
+
+    The registry holds only the test sets (``iwslt15_en_vi_test``); the training set (133 K pairs) must be added
+    as ``iwslt15_en_vi`` with its files' sha256 and URLs to run the paper's translation rows."""
+    out = {}
+    for split in splits:
+        lines = [(root / f"{split}.{lang}").read_text(encoding="utf-8-sig").splitlines() for lang in ("en", "vi")]
+        if len(lines[0]) != len(lines[1]):
+            raise ValueError(f"{split}: {len(lines[0])} English lines but {len(lines[1])} Vietnamese ones")
+        out[split] = Parallel([s.split() for s in lines[0]], [s.split() for s in lines[1]])
+    return out
+
+
+def pad_ids(sequences: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+    """(steps, batch) ids padded with 0 and the (batch,) lengths."""
+    lengths = torch.tensor([len(s) for s in sequences])
+    ids = torch.zeros(int(lengths.max()), len(sequences), dtype=torch.long)
+    for j, s in enumerate(sequences):
+        ids[: len(s), j] = torch.tensor(s, dtype=torch.long)
     return ids, lengths
