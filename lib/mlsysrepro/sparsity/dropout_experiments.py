@@ -163,16 +163,25 @@ def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, p
     knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
     tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in ACCURACY_MODES
              for s in range(settings.seeds)]
+    return _trained("accuracy_runs", settings, knobs, tasks, _run_one, lambda: (load_ptb(), load_conll2003()),
+                    workers, "training runs")
+
+
+def _trained(name: str, settings, knobs: dict, tasks: list[Task], train, prefetch, workers: int | None,
+             desc: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``train`` over ``tasks`` on a :class:`RunPool`, cached under ``name`` by the seed and ``knobs`` alone (the
+    speed knobs do not change a trained model); ``prefetch`` first fetches the data in this process, so that the
+    workers never copy it at once. Returns (results, curves) frames."""
 
     def compute():
-        load_ptb(), load_conll2003()  # fetch both corpora here once: workers must not copy them at once
+        prefetch()
         pool = RunPool(workers)
         try:
-            return pool.map(_run_one, tasks, desc="training runs")
+            return pool.map(train, tasks, desc=desc)
         finally:
             pool.close()
 
-    outputs = cached("accuracy_runs", replace(settings, values=knobs), compute)  # speed knobs do not matter
+    outputs = cached(name, replace(settings, values=knobs), compute)
     results = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, "valid": o["valid"],
                              "test": o["test"]} for t, o in zip(tasks, outputs)])
     curves = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, **row}
@@ -236,21 +245,8 @@ def translation_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame
     knobs = {name: getattr(settings, name) for name in TRANSLATION_KNOBS}
     tasks = [Task("iwslt", mode, settings.seed + s, knobs)
              for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
-
-    def compute():
-        fetch(IWSLT_TRAIN)
-        pool = RunPool(workers)
-        try:
-            return pool.map(_train_translation, tasks, desc="translation runs")
-        finally:
-            pool.close()
-
-    outputs = cached("translation_runs", replace(settings, values=knobs), compute)
-    results = pd.DataFrame([{"task": "iwslt", "mode": LABELS[t.mode], "seed": t.seed, "valid": o["valid"],
-                             "test": o["test"]} for t, o in zip(tasks, outputs)])
-    curves = pd.DataFrame([{"task": "iwslt", "mode": LABELS[t.mode], "seed": t.seed, **row}
-                           for t, o in zip(tasks, outputs) for row in o["curve"]])
-    return results, curves
+    return _trained("translation_runs", settings, knobs, tasks, _train_translation, lambda: fetch(IWSLT_TRAIN),
+                    workers, "translation runs")
 
 
 # -- speed --------------------------------------------------------------------------------------------------
