@@ -1,0 +1,86 @@
+"""Gradient bytes of the models in the cluster traces, from their layer shapes (no weights are built).
+
+A data-parallel job all-reduces one fp32 gradient per parameter each iteration, so its communication
+volume is ``4 * parameters`` bytes. The counts follow the published architectures (torchvision's
+layouts for ResNet and VGG, ImageNet heads; Zaremba et al.'s LSTM language model; the Transformer
+"base" of Vaswani et al.) and are computed here layer by layer.
+"""
+
+from __future__ import annotations
+
+RESNET_STAGES = {18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)), 50: ("bottleneck", (3, 4, 6, 3)),
+                 101: ("bottleneck", (3, 4, 23, 3)), 152: ("bottleneck", (3, 8, 36, 3))}
+VGG_LAYERS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
+
+
+def conv(cin: int, cout: int, k: int, bias: bool = False) -> int:
+    return cin * cout * k * k + (cout if bias else 0)
+
+
+def batch_norm(c: int) -> int:
+    return 2 * c  # scale and shift
+
+
+def linear(cin: int, cout: int) -> int:
+    return cin * cout + cout
+
+
+def resnet(depth: int, classes: int = 1000) -> int:
+    """Parameters of ResNet-``depth`` (He et al., 2016; torchvision's layout: 7x7 stem, projection shortcuts)."""
+    if depth not in RESNET_STAGES:
+        raise ValueError(f"depth must be one of {sorted(RESNET_STAGES)}, got {depth}")
+    block, counts = RESNET_STAGES[depth]
+    total, cin = conv(3, 64, 7) + batch_norm(64), 64
+    for stage, (blocks, width) in enumerate(zip(counts, (64, 128, 256, 512))):
+        for b in range(blocks):
+            if block == "basic":
+                out = width
+                total += conv(cin, width, 3) + batch_norm(width) + conv(width, width, 3) + batch_norm(width)
+            else:
+                out = 4 * width
+                total += (conv(cin, width, 1) + batch_norm(width) + conv(width, width, 3) + batch_norm(width)
+                          + conv(width, out, 1) + batch_norm(out))
+            if (b == 0 and stage > 0) or cin != out:  # projection shortcut
+                total += conv(cin, out, 1) + batch_norm(out)
+            cin = out
+    return total + linear(cin, classes)
+
+
+def vgg(depth: int, classes: int = 1000) -> int:
+    """Parameters of VGG-``depth`` (Simonyan & Zisserman, 2015): 3x3 convolutions with biases, three dense layers."""
+    if depth not in VGG_LAYERS:
+        raise ValueError(f"depth must be one of {sorted(VGG_LAYERS)}, got {depth}")
+    total, cin = 0, 3
+    for convs, width in zip(VGG_LAYERS[depth], (64, 128, 256, 512, 512)):
+        for _ in range(convs):
+            total, cin = total + conv(cin, width, 3, bias=True), width
+    return total + linear(512 * 7 * 7, 4096) + linear(4096, 4096) + linear(4096, classes)
+
+
+def lstm_lm(vocab: int = 10_000, hidden: int = 650, layers: int = 2) -> int:
+    """Zaremba et al.'s word LM: embedding, ``layers`` LSTMs (two bias vectors each, as cuDNN keeps), decoder."""
+    return vocab * hidden + layers * (4 * hidden * 2 * hidden + 2 * 4 * hidden) + linear(hidden, vocab)
+
+
+def transformer(vocab: int = 37_000, d: int = 512, ff: int = 2048, layers: int = 6) -> int:
+    """The Transformer "base" (Vaswani et al., 2017) with one embedding shared by source, target and output."""
+    attention = 4 * linear(d, d)
+    feed_forward = linear(d, ff) + linear(ff, d)
+    norm = 2 * d
+    encoder = layers * (attention + feed_forward + 2 * norm)
+    decoder = layers * (2 * attention + feed_forward + 3 * norm)
+    return vocab * d + encoder + decoder
+
+
+#: Parameters of the models the traces name (Tiresias, Gavel), computed above.
+PARAMETERS = {
+    "resnet18": resnet(18), "resnet50": resnet(50), "resnet101": resnet(101), "resnet152": resnet(152),
+    "vgg11": vgg(11), "vgg16": vgg(16), "vgg19": vgg(19), "lstm_lm": lstm_lm(), "transformer": transformer(),
+}
+
+
+def gradient_bytes(model: str) -> int:
+    """fp32 gradient bytes one data-parallel iteration all-reduces for ``model`` (a key of :data:`PARAMETERS`)."""
+    if model not in PARAMETERS:
+        raise ValueError(f"model must be one of {sorted(PARAMETERS)}, got {model!r}")
+    return 4 * PARAMETERS[model]
