@@ -80,7 +80,10 @@ PAPERS: tuple[Paper, ...] = (
     Paper("ddl_stalls", "Analysis of Distributed Deep Learning in the Cloud (Stash: stall-centric characterization of cloud VMs)",
           "arXiv 2022", "https://arxiv.org/abs/2208.14344", "Cloud and clusters"),
     Paper("dally", "GPU Cluster Scheduling for Network-Sensitive Deep Learning (Dally)",
-          "arXiv 2024", "https://arxiv.org/abs/2401.16492", "Cloud and clusters"),
+          "arXiv 2024", "https://arxiv.org/abs/2401.16492", "Cloud and clusters",
+          claims=("C1", "C2", "C3", "C4"),
+          figures=("delay_example", "makespan_jct_by_trace", "cdfs", "placement_spread", "sweeps", "delay_timers",
+                   "simulator_speed")),
     Paper("cocktail", "Cocktail: A Multidimensional Optimization for Model Serving in Cloud",
           "NSDI 2022", "https://arxiv.org/abs/2106.05345", "Cloud and clusters"),
 )

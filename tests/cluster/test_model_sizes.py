@@ -17,10 +17,17 @@ def test_the_lstm_lm_count_by_hand():
     assert lstm_lm(vocab=10, hidden=4, layers=2) == 40 + 2 * (128 + 32) + 50
 
 
+def test_alexnet_matches_torchvision_and_googlenet_its_paper():
+    from mlsysrepro.cluster.model_sizes import alexnet, googlenet
+
+    assert alexnet() == 61_100_840  # torchvision's alexnet
+    assert 6_500_000 < googlenet() < 7_100_000  # "about 7M" (Szegedy et al., Sec. 5), with biases and 5x5 convs
+
+
 def test_gradient_bytes_are_fp32_and_unknown_models_are_named():
     assert gradient_bytes("resnet50") == 4 * 25_557_032
     with pytest.raises(ValueError, match="model must be one of"):
-        gradient_bytes("alexnet")
+        gradient_bytes("lenet")
     with pytest.raises(ValueError, match="depth must be one of"):
         resnet(20)
     with pytest.raises(ValueError, match="depth must be one of"):

@@ -1,12 +1,14 @@
 """GPU-cluster scheduling: serves Dally, "GPU Cluster Scheduling for Network-Sensitive Deep Learning" (Sharma,
 Bhasi et al., arXiv 2401.16492).
 
-Public entry points so far:
+Public entry points:
 
-- :class:`.topology.Topology`: racks -> machines -> GPUs, a link per level, the placement level of a set of
-  GPUs and the hierarchical ring all-reduce time over them;
-- :func:`.model_sizes.gradient_bytes`: a model's all-reduce volume, from parameter counts computed layer by layer.
-
-Not built yet (issue 6 is open): the event-driven simulator, the jobs and trace loaders, the policies
-(admission, ordering, placement), the metrics, the notebook and its figures.
+- :func:`.simulator.simulate` — the discrete-event simulator: a trace on a topology under a policy -> :class:`.simulator.Run`;
+- :func:`.policies.make_policy` — FIFO, SRSF, Tiresias (2D-LAS), Gandiva-like, Themis-like, Dally (auto-tuned and
+  fixed timers), each an admission + ordering + placement;
+- :func:`.traces.load` — the real traces of the data registry as :class:`.jobs.Trace` objects;
+- :class:`.topology.Topology` — racks -> machines -> GPUs, placement levels, hierarchical ring all-reduce time;
+- :func:`.model_sizes.gradient_bytes` — a model's all-reduce volume, from parameter counts computed layer by layer;
+- :func:`.metrics.summary` and :func:`.metrics.check_invariants` — what a run measured, and what it must satisfy;
+- :mod:`.experiments` — the notebook's presets, trace comparison, sweeps and speed curve.
 """

@@ -57,6 +57,33 @@ def vgg(depth: int, classes: int = 1000) -> int:
     return total + linear(512 * 7 * 7, 4096) + linear(4096, 4096) + linear(4096, classes)
 
 
+def alexnet(classes: int = 1000) -> int:
+    """AlexNet (Krizhevsky et al., 2012) in torchvision's one-tower layout: five convolutions, three dense layers."""
+    convs = conv(3, 64, 11, True) + conv(64, 192, 5, True) + conv(192, 384, 3, True) + conv(384, 256, 3, True)
+    return convs + conv(256, 256, 3, True) + linear(256 * 6 * 6, 4096) + linear(4096, 4096) + linear(4096, classes)
+
+
+#: GoogLeNet's inception modules (Szegedy et al., 2015, Table 1): 1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool proj.
+GOOGLENET_MODULES = ((64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64), (192, 96, 208, 16, 48, 64),
+                     (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64), (112, 144, 288, 32, 64, 64),
+                     (256, 160, 320, 32, 128, 128), (256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128))
+
+
+def googlenet(classes: int = 1000) -> int:
+    """GoogLeNet (Szegedy et al., 2015, Table 1) without its auxiliary heads; convolutions carry biases."""
+    total, cin = conv(3, 64, 7, True) + conv(64, 64, 1, True) + conv(64, 192, 3, True), 192
+    for one, r3, c3, r5, c5, pool in GOOGLENET_MODULES:
+        total += (conv(cin, one, 1, True) + conv(cin, r3, 1, True) + conv(r3, c3, 3, True) + conv(cin, r5, 1, True)
+                  + conv(r5, c5, 5, True) + conv(cin, pool, 1, True))
+        cin = one + c3 + c5 + pool
+    return total + linear(cin, classes)
+
+
+#: Inception v3 and v4 are not recomputed layer by layer: their published parameter counts (Szegedy et al.,
+#: CVPR 2016, torchvision's ``inception_v3`` without the auxiliary head; Szegedy et al., AAAI 2017) stand in.
+PUBLISHED_PARAMETERS = {"inception3": 23_834_568, "inception4": 42_679_816}
+
+
 def lstm_lm(vocab: int = 10_000, hidden: int = 650, layers: int = 2) -> int:
     """Zaremba et al.'s word LM: embedding, ``layers`` LSTMs (two bias vectors each, as cuDNN keeps), decoder."""
     return vocab * hidden + layers * (4 * hidden * 2 * hidden + 2 * 4 * hidden) + linear(hidden, vocab)
@@ -76,6 +103,7 @@ def transformer(vocab: int = 37_000, d: int = 512, ff: int = 2048, layers: int =
 PARAMETERS = {
     "resnet18": resnet(18), "resnet50": resnet(50), "resnet101": resnet(101), "resnet152": resnet(152),
     "vgg11": vgg(11), "vgg16": vgg(16), "vgg19": vgg(19), "lstm_lm": lstm_lm(), "transformer": transformer(),
+    "alexnet": alexnet(), "googlenet": googlenet(), **PUBLISHED_PARAMETERS,
 }
 
 

@@ -70,9 +70,9 @@ class Topology:
     def level(self, gpus) -> int:
         """0 if the GPUs share a machine, 1 if they share a rack, 2 otherwise (see :data:`LEVELS`)."""
         gpus = self._checked(gpus)
-        if np.unique(self.machine_of(gpus)).size == 1:
+        if gpus.min() // self.gpus_per_machine == gpus.max() // self.gpus_per_machine:
             return 0
-        return 1 if np.unique(self.rack_of(gpus)).size == 1 else 2
+        return 1 if gpus.min() // self.gpus_per_rack == gpus.max() // self.gpus_per_rack else 2
 
     def participants(self, gpus) -> tuple[int, int, int]:
         """Ring sizes per level: GPUs in the fullest machine, machines in the fullest rack, racks."""

@@ -1,0 +1,248 @@
+"""The experiments of the Dally notebook (Sharma, Bhasi et al., arXiv 2401.16492): presets and one function per figure.
+
+- :func:`trace_comparison` — every policy on every real trace: the makespan / JCT table and per-job columns of
+  the main trace for the CDFs;
+- :func:`sweep` — Dally against the consolidation baseline (Tiresias) while one knob moves: the share of
+  network-sensitive jobs, the cross-rack contention, the arrival rate, fixed delay timers, the history window;
+- :func:`speed_curve` — simulator wall time and events per second against the number of jobs.
+
+Every run sizes its cluster from the trace (:func:`cluster_for`: racks of 8-GPU machines, enough GPUs for the
+largest job and an offered load of ``load``) and its lease from the jobs' lengths (:func:`lease_for`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+from functools import lru_cache
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+
+from ..core.parallel import RunPool
+from ..core.progress import progress
+from .jobs import Trace
+from .metrics import summary
+from .policies import POLICIES, make_policy
+from .simulator import simulate
+from .topology import Link, Topology
+from . import traces as trace_io
+
+BASELINE = "tiresias"
+GPUS_PER_MACHINE = 8
+MAX_MACHINES_PER_RACK = 16
+LABELS = {"fifo": "FIFO", "srsf": "SRSF", "tiresias": "Tiresias (2D-LAS)", "gandiva": "Gandiva-like",
+          "themis": "Themis-like", "dally": "Dally (auto-tuned)", "dally_fixed": "Dally (fixed timers)"}
+
+PRESETS = {
+    "smoke": dict(
+        traces=["tiresias_60"], main_trace="tiresias_60", sweep_trace="tiresias_60", sweep_jobs=60, load=0.9,
+        contention=1.0, congestion=[1.0, 4.0], sensitive_shares=[0.0, 1.0], load_factors=[0.8, 1.2],
+        fixed_timers=[[1, 2], [6, 12]], histories=[10, 20], history=20, checkpoint_leases=0.05,
+        lease_share=0.05, las_threshold_leases=6.0, speed_jobs=[60, 200], speed_policies=["fifo", "dally"],
+        workers=1,
+    ),
+    "default": dict(
+        traces=["tiresias_60", "philly_gavelgen_5000", "philly_gavelgen_10000", "yarn_1000", "alibaba_openb",
+                "gavel_all"],
+        main_trace="philly_gavelgen_5000", sweep_trace="philly_gavelgen_5000", sweep_jobs=2000, load=0.9,
+        contention=1.0, congestion=[1.0, 2.0, 4.0], sensitive_shares=[0.0, 0.25, 0.5, 0.75, 1.0],
+        load_factors=[0.6, 0.8, 1.0, 1.2, 1.5], fixed_timers=[[0, 0], [1, 2], [3, 6], [6, 12], [12, 24]],
+        histories=[5, 10, 20, 40], history=20, checkpoint_leases=0.05, lease_share=0.05, las_threshold_leases=6.0,
+        speed_jobs=[1_000, 3_000, 10_000, 30_000, 100_000], speed_policies=["fifo", "tiresias", "dally"], workers=2,
+    ),
+    "paper": dict(
+        traces=["tiresias_60", "philly_gavelgen_5000", "philly_gavelgen_10000", "yarn_1000", "yarn_5000",
+                "yarn_10000", "alibaba_openb", "gavel_all"], main_trace="philly_gavelgen_10000",
+        sweep_trace="philly_gavelgen_10000", sweep_jobs=10_000, load=0.9, contention=1.0,
+        congestion=[1.0, 2.0, 4.0], sensitive_shares=[0.0, 0.25, 0.5, 0.75, 1.0],
+        load_factors=[0.6, 0.8, 1.0, 1.2, 1.5], fixed_timers=[[0, 0], [1, 2], [3, 6], [6, 12], [12, 24]],
+        histories=[5, 10, 20, 40], history=20, checkpoint_leases=0.05, lease_share=0.05, las_threshold_leases=6.0,
+        speed_jobs=[1_000, 10_000, 100_000], speed_policies=list(POLICIES), workers=0,
+    ),
+}
+
+
+def delay_example() -> tuple[Trace, Topology]:
+    """The notebook's worked example (and the tests' hand-checked schedule): one rack of two 4-GPU machines whose
+    links cost 1 s (inside a machine) and 2 s (across the rack switch) per ring member for a 1 GB gradient.
+    Jobs A..D (2 GPUs, 1 s per iteration, no gradient) fill both machines at t = 0 and end at 100, 20, 30, 100;
+    job E (4 GPUs, 40 iterations, 1 GB gradient) arrives at 0 and needs 4 s per iteration spread over the two
+    machines, 2.5 s inside one."""
+    links = (Link(1e9, 0.0), Link(0.5e9, 0.0), Link(0.1e9, 0.0))
+    trace = Trace("delay example", arrival=np.zeros(5), gpus=np.array([2, 2, 2, 2, 4]),
+                  iterations=np.array([100.0, 20.0, 30.0, 100.0, 40.0]), compute_seconds=np.ones(5),
+                  gradient_bytes=np.array([0, 0, 0, 0, 1e9]), model=np.array(list("ABCDE")))
+    return trace, Topology(racks=1, machines_per_rack=2, gpus_per_machine=4, links=links)
+
+
+def trace_names(settings) -> list[str]:
+    """The preset's traces, with ``gavel_all`` expanded to every Gavel msr trace of 100 jobs or more."""
+    names = []
+    for name in settings.traces:
+        if name == "gavel_all":
+            names += [n for n in trace_io.gavel_trace_names() if len(_load(n, 0)) >= 100]
+        else:
+            names.append(name)
+    return names
+
+
+@lru_cache(maxsize=32)
+def _load(name: str, seed: int) -> Trace:
+    """A trace for sizing: the Gavel calibration needs a topology, any rack of 8-GPU machines gives the same one."""
+    return trace_io.load(name, Topology(2, MAX_MACHINES_PER_RACK, GPUS_PER_MACHINE), seed=seed)
+
+
+def cluster_for(trace: Trace, load: float, contention: float = 1.0) -> Topology:
+    """At least two racks of 8-GPU machines, with enough GPUs for the largest job and for an offered load
+    (:meth:`.jobs.Trace.offered_load`) of at most ``load``."""
+    gpus = max(int(trace.gpus.max()), math.ceil(trace.mean_demand() / load))
+    machines = math.ceil(gpus / GPUS_PER_MACHINE)
+    racks = max(2, math.ceil(machines / MAX_MACHINES_PER_RACK))
+    return Topology(racks, math.ceil(machines / racks), GPUS_PER_MACHINE, contention=contention)
+
+
+def lease_for(trace: Trace, share: float) -> float:
+    """The lease: ``share`` of the median job's compute time, rounded to 10 s (at least 10 s)."""
+    median = float(np.median(trace.iterations * trace.compute_seconds))
+    return max(10.0, round(share * median, -1))
+
+
+def prepared(name: str, settings, seed: int, jobs: int | None = None, load_factor: float = 1.0,
+             sensitive_share: float | None = None, contention: float | None = None):
+    """``(trace, topology, lease)`` of one run: the trace cut to ``jobs``, its arrivals stretched by ``load_factor``
+    (> 1: more load), its models reassigned for a network-sensitive share, and the cluster sized for the
+    preset's load (before the stretch, so a heavier factor loads the same cluster more)."""
+    trace = _load(name, seed)
+    if jobs:
+        trace = trace.head(jobs)
+    topology = cluster_for(trace, settings.load, settings.contention if contention is None else contention)
+    if sensitive_share is not None:
+        trace = trace.with_sensitive_share(sensitive_share, seed)
+    if load_factor != 1.0:
+        trace = trace.with_arrivals_scaled(1.0 / load_factor)
+    return trace, topology, lease_for(trace, settings.lease_share)
+
+
+def _run_one(task) -> dict:
+    """One simulation (a pool task): returns the summary row and, on request, per-job columns."""
+    settings, row, policy, knobs, per_job = task
+    trace, topology, lease = prepared(row["trace"], settings, settings.seed, **knobs)
+    policy_knobs = dict(las_threshold=settings.las_threshold_leases * lease, history=settings.history)
+    policy_knobs.update({k: row[k] for k in ("rack_wait", "network_wait", "history") if k in row})
+    result = simulate(trace, topology, make_policy(policy, **policy_knobs), lease,
+                      settings.checkpoint_leases * lease)
+    out = dict(row, policy=policy, jobs=len(trace), gpus=topology.gpus, racks=topology.racks, lease_s=lease,
+               offered_load=trace.offered_load(topology.gpus), **summary(result))
+    if per_job:
+        out["per_job"] = pd.DataFrame({
+            "jct_h": (result.finish - trace.arrival) / 3600, "queue_h": (result.finish - trace.arrival
+                                                                          - result.held_seconds) / 3600,
+            "comm_h": result.comm_seconds / 3600, "gpus": trace.gpus})
+    return out
+
+
+def _map(settings, tasks, desc):
+    """The simulations on ``settings.workers`` processes (1: in this process, no start-up cost)."""
+    if settings.workers == 1:
+        return [_run_one(task) for task in progress(tasks, desc=desc)]
+    plain = SimpleNamespace(**settings.to_dict())  # a pool task must pickle; Settings holds a mapping proxy
+    tasks = [(plain, *task[1:]) for task in tasks]
+    pool = RunPool(settings.workers or None)
+    try:
+        return pool.map(_run_one, tasks, desc=desc)
+    finally:
+        pool.close()
+
+
+def normalised(table: pd.DataFrame, by: list[str], metrics=("makespan_s", "jct_mean_s")) -> pd.DataFrame:
+    """Each metric divided by the baseline policy's in the same group (``by``)."""
+    base = table[table.policy == BASELINE].set_index(by)
+    out = table.copy()
+    for metric in metrics:
+        out[f"{metric}_vs_{BASELINE}"] = out[metric].to_numpy() / base.loc[
+            pd.MultiIndex.from_frame(out[by]) if len(by) > 1 else out[by[0]], metric].to_numpy()
+    return out
+
+
+def trace_comparison(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every policy on every trace: the summary table (normalised to Tiresias) and the main trace's per-job
+    columns (JCT, queueing, communication) for the CDFs."""
+    tasks = [(settings, {"trace": name}, policy, {}, name == settings.main_trace)
+             for name in trace_names(settings) for policy in POLICIES]
+    rows = _map(settings, tasks, "traces x policies")
+    per_job = pd.concat([r.pop("per_job").assign(policy=r["policy"]) for r in rows if "per_job" in r])
+    return normalised(pd.DataFrame(rows), ["trace"]), per_job
+
+
+SWEEPS = {"sensitive_share": "sensitive_shares", "contention": "congestion", "load_factor": "load_factors"}
+
+
+def sweep(settings, knob: str, policies=("fifo", BASELINE, "dally")) -> pd.DataFrame:
+    """The sweep trace under ``policies`` at each value of ``knob``: ``sensitive_share``, ``contention``,
+    ``load_factor`` (the preset's lists), ``timers`` (Dally with each fixed pair and auto-tuned) or
+    ``history`` (the auto-tuner's window)."""
+    base = {"trace": settings.sweep_trace}
+    jobs = {"jobs": settings.sweep_jobs}
+    if knob in SWEEPS:
+        tasks = [(settings, dict(base, **{knob: v}), p, dict(jobs, **{knob: v}), False)
+                 for v in getattr(settings, SWEEPS[knob]) for p in policies]
+    elif knob == "timers":
+        tasks = [(settings, dict(base, rack_wait=r, network_wait=n, timers=f"({r}, {n})"), "dally_fixed", jobs, False)
+                 for r, n in settings.fixed_timers]
+        tasks += [(settings, dict(base, timers="auto-tuned"), "dally", jobs, False),
+                  (settings, dict(base, timers="no delay: Tiresias"), BASELINE, jobs, False)]
+    elif knob == "history":
+        tasks = [(settings, dict(base, history=h), "dally", jobs, False) for h in settings.histories]
+    else:
+        raise ValueError(f"knob must be one of {sorted(SWEEPS) + ['timers', 'history']}, got {knob!r}")
+    return pd.DataFrame(_map(settings, tasks, f"sweep {knob}"))
+
+
+def tiled(trace: Trace, jobs: int) -> Trace:
+    """``jobs`` jobs: the trace repeated back to back (arrivals shifted by its span), for the speed curve."""
+    copies = math.ceil(jobs / len(trace))
+    span = np.ptp(trace.arrival) + float(np.diff(trace.arrival).mean())
+    def repeat(column):
+        return np.concatenate([column] * copies)[:jobs]
+    arrival = np.concatenate([trace.arrival + k * span for k in range(copies)])[:jobs]
+    return replace(trace, arrival=arrival, gpus=repeat(trace.gpus), iterations=repeat(trace.iterations),
+                   compute_seconds=repeat(trace.compute_seconds), gradient_bytes=repeat(trace.gradient_bytes),
+                   model=repeat(trace.model))
+
+
+def speed_curve(settings) -> pd.DataFrame:
+    """Wall time of one simulation against the number of jobs (the sweep trace tiled), on a cluster sized for
+    the preset's load at each size; run in this process, one after another, so nothing else shares the cores."""
+    source = _load(settings.sweep_trace, settings.seed)
+    rows = []
+    for jobs in progress(settings.speed_jobs, desc="speed curve"):
+        trace = tiled(source, jobs)
+        topology = cluster_for(trace, settings.load)
+        lease = lease_for(trace, settings.lease_share)
+        for policy in settings.speed_policies:
+            begin = time.perf_counter()
+            result = simulate(trace, topology, make_policy(policy, las_threshold=settings.las_threshold_leases * lease,
+                                                           history=settings.history),
+                              lease, settings.checkpoint_leases * lease)
+            seconds = time.perf_counter() - begin
+            rows.append(dict(jobs=jobs, gpus=topology.gpus, policy=policy, seconds=seconds, events=result.events,
+                             events_per_s=result.events / seconds))
+    return pd.DataFrame(rows)
+
+
+def improvement(table: pd.DataFrame, metric: str, policy: str = "dally", by: str = "trace") -> pd.Series:
+    """``1 - policy / baseline`` of ``metric`` per group: the paper's "X % better"."""
+    pivot = table.pivot_table(index=by, columns="policy", values=metric)
+    return 1.0 - pivot[policy] / pivot[BASELINE]
+
+
+def settings_vs_paper(settings) -> pd.DataFrame:
+    """This run's setting beside the paper's preset, for the notebook's last section."""
+    paper = PRESETS["paper"]
+    keys = ["traces", "sweep_jobs", "load", "congestion", "fixed_timers", "histories", "checkpoint_leases",
+            "lease_share", "speed_jobs"]
+    return pd.DataFrame({"this run": [str(getattr(settings, k)) for k in keys],
+                         "paper preset": [str(paper[k]) for k in keys]}, index=keys)
