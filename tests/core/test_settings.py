@@ -83,3 +83,14 @@ def test_resolve_notebook_rejects_a_misspelt_injected_parameter():
 def test_resolve_notebook_ignores_other_globals():
     namespace = {"scale": "smoke", "epochs": 5, "plt": object(), "df": {}, "In": ["# Parameters\nepochs = 5\n"]}
     assert resolve_notebook("p", PRESETS, namespace).epochs == 5
+
+
+def test_settings_pickle_for_worker_processes():
+    import pickle
+
+    settings = resolve("demo", {"smoke": {"n_draws": 3}, "default": {"n_draws": 30}, "paper": {"n_draws": 300}},
+                       {"scale": "smoke"})
+    again = pickle.loads(pickle.dumps(settings))
+    assert again == settings and again.n_draws == 3 and again.key() == settings.key()
+    with pytest.raises(TypeError):
+        again.values["n_draws"] = 4  # still read-only

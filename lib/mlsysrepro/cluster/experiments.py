@@ -16,7 +16,6 @@ import math
 import time
 from dataclasses import replace
 from functools import lru_cache
-from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -148,8 +147,6 @@ def _map(settings, tasks, desc):
     """The simulations on ``settings.workers`` processes (1: in this process, no start-up cost)."""
     if settings.workers == 1:
         return [_run_one(task) for task in progress(tasks, desc=desc)]
-    plain = SimpleNamespace(**settings.to_dict())  # a pool task must pickle; Settings holds a mapping proxy
-    tasks = [(plain, *task[1:]) for task in tasks]
     pool = RunPool(settings.workers or None)
     try:
         return pool.map(_run_one, tasks, desc=desc)

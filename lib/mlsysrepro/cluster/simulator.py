@@ -90,8 +90,10 @@ class Simulator:
         self.running: set[int] = set()
         self.spread: set[int] = set()  # running jobs placed wider than one machine
         self.freed = False  # GPUs were released since the last migration attempt
-        self.ideal = np.array([self._iteration_time(b, c, np.arange(g))[0] for b, c, g in
-                               zip(trace.gradient_bytes, trace.compute_seconds, trace.gpus)])
+        # ideal iteration: compute + the all-reduce on the tightest packing (GPUs 0..g-1), once per (bytes, GPUs)
+        pairs, which = np.unique(np.stack([trace.gradient_bytes, trace.gpus]), axis=1, return_inverse=True)
+        comm = np.array([self._iteration_time(b, 0.0, np.arange(int(g)))[1] for b, g in pairs.T])
+        self.ideal = trace.compute_seconds + comm[which.ravel()]
         self.log: list[tuple] = []
         self.heap: list[tuple] = []
         self.seq = 0

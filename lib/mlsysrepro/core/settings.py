@@ -71,6 +71,14 @@ class Settings:
         """Where this run's figures and results.json go (see :mod:`mlsysrepro.core.paths`)."""
         return paths.output_dir(self.paper, self.scale)
 
+    def __reduce__(self):
+        """Pickle through a plain dict (a mapping proxy does not pickle), so settings can go to worker processes."""
+        return _unpickle_settings, (self.paper, self.scale, self.seed, self.use_cache, dict(self.values))
+
+
+def _unpickle_settings(paper: str, scale: str, seed: int, use_cache: bool, values: dict) -> Settings:
+    return Settings(paper, scale, seed, use_cache, MappingProxyType(values))
+
 
 def _type_name(kind: type) -> str:
     return kind.__name__
