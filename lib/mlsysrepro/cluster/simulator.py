@@ -142,7 +142,7 @@ class Simulator:
         self.version[job] += 1
         self._push(now + self.overhead[job] + remaining * self.iteration[job], FINISH, job, self.version[job])
 
-    def _stop(self, job: int, now: float, released: bool = False) -> np.ndarray:
+    def _stop(self, job: int, now: float, released: bool = False) -> None:
         """Take ``job`` off its GPUs at ``now`` (``released``: the caller already gave them back)."""
         self._advance(job, now)
         gpus = self.gpus_of.pop(job)
@@ -153,10 +153,6 @@ class Simulator:
         self.freed = True
         self.version[job] += 1
         self.log.append((job, self.since.pop(job), now, self.level_of.pop(job), gpus))
-        return gpus
-
-    def _level(self, gpus: np.ndarray) -> int:
-        return self.topology.level(gpus)
 
     # -- scheduling ----------------------------------------------------------------------------------------------
     def _view(self, jobs: np.ndarray, now: float) -> JobView:
@@ -174,6 +170,7 @@ class Simulator:
                        self.ideal[jobs], iteration)
 
     def _ranked(self, jobs: set[int], now: float) -> np.ndarray:
+        """The admitted ``jobs`` in the policy's order (ties to the lower id, i.e. the earlier arrival)."""
         jobs = np.fromiter(jobs, dtype=np.int64, count=len(jobs))
         view = self._view(jobs, now)
         admitted = self.policy.admission(view)
@@ -233,7 +230,7 @@ class Simulator:
                 continue
             gpus, retry = placement.place(job, demand, now - self.wait_since[job], self.free, now)
             if gpus is not None:
-                self._run(job, gpus, self._level(gpus), now)
+                self._run(job, gpus, self.topology.level(gpus), now)
             elif retry is not None and self.wake_at.get(job) != retry:
                 self.wake_at[job] = retry
                 self._push(retry, WAKE, job)
