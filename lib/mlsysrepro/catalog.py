@@ -82,8 +82,8 @@ PAPERS: tuple[Paper, ...] = (
     Paper("dally", "GPU Cluster Scheduling for Network-Sensitive Deep Learning (Dally)",
           "arXiv 2024", "https://arxiv.org/abs/2401.16492", "Cloud and clusters",
           claims=("C1", "C2", "C3", "C4"),
-          figures=("delay_example", "makespan_jct_by_trace", "cdfs", "placement_spread", "sweeps", "delay_timers",
-                   "simulator_speed")),
+          figures=("delay_example", "makespan_jct_by_trace", "cdfs", "utilisation_over_time", "placement_spread",
+                   "sweeps", "delay_timers", "simulator_speed")),
     Paper("cocktail", "Cocktail: A Multidimensional Optimization for Model Serving in Cloud",
           "NSDI 2022", "https://arxiv.org/abs/2106.05345", "Cloud and clusters"),
 )

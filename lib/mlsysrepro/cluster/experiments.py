@@ -2,6 +2,7 @@
 
 - :func:`trace_comparison` — every policy on every real trace: the makespan / JCT table and per-job columns of
   the main trace for the CDFs;
+- :func:`utilisation_curves` — the share of GPUs held over time on the main trace;
 - :func:`sweep` — Dally against the consolidation baseline (Tiresias) while one knob moves: the share of
   network-sensitive jobs, the cross-rack contention, the arrival rate, fixed delay timers, the history window;
 - :func:`speed_curve` — simulator wall time and events per second against the number of jobs.
@@ -23,7 +24,7 @@ import pandas as pd
 from ..core.parallel import RunPool
 from ..core.progress import progress
 from .jobs import Trace
-from .metrics import summary
+from .metrics import summary, utilisation
 from .policies import POLICIES, make_policy
 from .simulator import simulate
 from .topology import Link, Topology
@@ -172,6 +173,20 @@ def trace_comparison(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows = _map(settings, tasks, "traces x policies")
     per_job = pd.concat([r.pop("per_job").assign(policy=r["policy"]) for r in rows if "per_job" in r])
     return normalised(pd.DataFrame(rows), ["trace"]), per_job
+
+
+def utilisation_curves(settings, policies=("fifo", BASELINE, "dally"), points: int = 400) -> pd.DataFrame:
+    """Share of the main trace's cluster held over time under ``policies``, sampled at ``points`` instants."""
+    trace, topology, lease = prepared(settings.main_trace, settings, settings.seed)
+    frames = []
+    for policy in policies:
+        run = simulate(trace, topology, make_policy(policy, las_threshold=settings.las_threshold_leases * lease,
+                                                    history=settings.history), lease, settings.checkpoint_leases * lease)
+        times, busy = utilisation(run)
+        grid = np.linspace(trace.arrival[0], times[-1], points)
+        held = busy[np.clip(np.searchsorted(times, grid, side="right") - 1, 0, None)]
+        frames.append(pd.DataFrame({"hours": (grid - grid[0]) / 3600, "busy": held, "policy": policy}))
+    return pd.concat(frames, ignore_index=True)
 
 
 SWEEPS = {"sensitive_share": "sensitive_shares", "contention": "congestion", "load_factor": "load_factors"}
