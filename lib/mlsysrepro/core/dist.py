@@ -1,7 +1,7 @@
 """Start a ``torch.distributed`` job on this machine, or join one started by ``torchrun``.
 
 :func:`launch` runs ``worker(rank, world_size, *args)`` in ``world_size`` fresh processes
-(``torch.multiprocessing`` spawn), each already inside a gloo process group on 127.0.0.1 at a
+(``torch.multiprocessing`` spawn), each already inside a gloo (or NCCL) process group on 127.0.0.1 at a
 free port, and returns their return values in rank order. A worker that raises ends the run at
 once: the other processes are killed and the worker's exception is re-raised here with its
 traceback. A run that outlives ``timeout`` seconds (a hung collective, a deadlock) is killed
@@ -37,20 +37,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def init_from_env(timeout: float = 300.0) -> tuple[int, int]:
-    """Join the gloo group that ``torchrun`` (or :func:`launch`) describes in the environment."""
+def init_from_env(timeout: float = 300.0, backend: str = "gloo") -> tuple[int, int]:
+    """Join the process group that ``torchrun`` (or :func:`launch`) describes in the environment
+    (``backend``: ``"gloo"`` on CPUs, ``"nccl"`` with one GPU per process)."""
     if not dist.is_initialized():
-        dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=timeout))
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     return dist.get_rank(), dist.get_world_size()
 
 
-def _entry(rank, world_size, port, timeout, threads, worker, payload, results) -> None:
+def _entry(rank, world_size, port, timeout, threads, backend, worker, payload, results) -> None:
     import torch
 
     torch.set_num_threads(threads)
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size))
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size),
+                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world_size))
     try:
-        init_from_env(timeout)
+        init_from_env(timeout, backend)
         value = worker(rank, world_size, *pickle.loads(payload))
         results.put((rank, True, pickle.dumps(value)))
     except BaseException as error:  # reported to the parent, which ends the run
@@ -61,12 +63,15 @@ def _entry(rank, world_size, port, timeout, threads, worker, payload, results) -
 
 
 def launch(worker: Callable[..., Any], world_size: int, args: tuple = (), timeout: float = 300.0,
-           threads: int = 1) -> list[Any]:
+           threads: int = 1, backend: str = "gloo") -> list[Any]:
     """Run ``worker(rank, world_size, *args)`` on ``world_size`` local processes; see the module docstring.
 
     ``worker`` must be importable (defined at module level); ``threads`` sets each process's
-    intra-op threads (the ranks share this machine's cores).
+    intra-op threads (the ranks share this machine's cores); ``backend`` is the process group's
+    (``"nccl"`` gives each process the GPU ``LOCAL_RANK``).
     """
+    if backend not in ("gloo", "nccl"):
+        raise ValueError(f"backend must be 'gloo' or 'nccl', got {backend!r}")
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
     if timeout <= 0:
@@ -77,8 +82,9 @@ def launch(worker: Callable[..., Any], world_size: int, args: tuple = (), timeou
     # arguments and results travel as plain pickles: torch's queue would share tensors through file
     # descriptors that vanish when the process that made them exits
     payload = pickle.dumps(tuple(args))
-    procs = [ctx.Process(target=_entry, args=(rank, world_size, port, timeout, threads, worker, payload, results),
-                         daemon=True) for rank in range(world_size)]
+    procs = [ctx.Process(target=_entry, daemon=True,
+                         args=(rank, world_size, port, timeout, threads, backend, worker, payload, results))
+             for rank in range(world_size)]
     for p in procs:
         p.start()
     values: dict[int, Any] = {}

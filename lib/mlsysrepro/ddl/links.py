@@ -1,0 +1,70 @@
+"""Named interconnect and network profiles and the hierarchical all-reduce time they imply (alpha-beta model).
+
+A link is ``alpha`` seconds per message plus ``bytes / beta``. All-reduce of ``B`` bytes over ``M`` machines of
+``G`` workers each is modelled the way NCCL's hierarchical rings run it (Thakur, Rabenseifner & Gropp, IJHPCA 2005,
+ring reduce-scatter + all-gather): a ring inside each machine (``2(G-1)`` steps of ``B/G`` bytes), then a ring
+across machines whose NIC carries the whole buffer (``2(M-1)`` steps of ``B/M`` bytes):
+
+    T(B) = 2(G-1) * alpha_intra + 2(G-1)/G * B / beta_intra  +  2(M-1) * alpha_net + 2(M-1)/M * B / beta_net
+
+``dilation`` stretches every time by one factor: the emulated cluster runs ``dilation`` times slower than the real
+one, so that a CPU worker's compute can stand for a GPU's (see :mod:`.instances`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Link:
+    name: str
+    alpha: float  # seconds per message
+    beta: float  # bytes per second
+    source: str
+
+    def seconds(self, nbytes: float) -> float:
+        return self.alpha + nbytes / self.beta
+
+
+GB = 1e9
+#: Intra-machine interconnects (GPU to GPU inside one instance) and networks (instance to instance).
+LINKS = {
+    "pcie3": Link("pcie3", 10e-6, 15.75 * GB / 1.25,
+                  "PCIe 3.0 x16: 15.75 GB/s per direction (PCI-SIG); 80 % protocol efficiency; the K80s of p2 "
+                  "instances talk over PCIe switches"),
+    "nvlink2": Link("nvlink2", 5e-6, 150 * GB,
+                    "NVLink 2.0: 6 links x 25 GB/s per direction per V100 (NVIDIA Tesla V100 white paper, 2017); "
+                    "p3.8xlarge and p3.16xlarge"),
+    "net10": Link("net10", 30e-6, 10e9 / 8, "10 Gb/s Ethernet, 30 us per message (p2.8xlarge, p3.8xlarge, AWS)"),
+    "net25": Link("net25", 30e-6, 25e9 / 8, "25 Gb/s Ethernet, 30 us per message (p2.16xlarge, p3.16xlarge, AWS)"),
+    "net100": Link("net100", 15e-6, 100e9 / 8, "100 Gb/s (p3dn.24xlarge with EFA, AWS), 15 us per message"),
+}
+
+
+def link(name: str | None) -> Link | None:
+    if name is None:
+        return None
+    if name not in LINKS:
+        raise ValueError(f"link must be one of {sorted(LINKS)} or None, got {name!r}")
+    return LINKS[name]
+
+
+def allreduce_seconds(nbytes: float, machines: int, workers_per_machine: int, intra: str | None,
+                      network: str | None, dilation: float = 1.0) -> float:
+    """Modelled time of one all-reduce of ``nbytes`` (the module docstring's T(B)), times ``dilation``."""
+    if machines < 1 or workers_per_machine < 1:
+        raise ValueError(f"machines and workers_per_machine must be >= 1, got {machines} and {workers_per_machine}")
+    g, m = workers_per_machine, machines
+    total = 0.0
+    if g > 1:
+        lk = link(intra)
+        if lk is None:
+            raise ValueError(f"{g} workers per machine need an intra-machine link; choose one of {sorted(LINKS)}")
+        total += 2 * (g - 1) * lk.alpha + 2 * (g - 1) / g * nbytes / lk.beta
+    if m > 1:
+        lk = link(network)
+        if lk is None:
+            raise ValueError(f"{m} machines need a network link; choose one of {sorted(LINKS)}")
+        total += 2 * (m - 1) * lk.alpha + 2 * (m - 1) / m * nbytes / lk.beta
+    return total * dilation
