@@ -43,3 +43,9 @@ def test_missing_or_unknown_links_are_named():
 def test_every_profile_cites_its_source():
     for link in LINKS.values():
         assert isinstance(link, Link) and link.alpha > 0 and link.beta > 0 and len(link.source) > 20
+
+
+def test_a_link_object_can_stand_in_for_a_name():
+    measured = Link("shaped veth", alpha=1e-3, beta=50e6, source="a tc-shaped veth pair")
+    # two machines of one worker: 2 alpha + 2 * (1/2) of the buffer over beta
+    assert allreduce_seconds(4e6, 2, 1, None, measured) == pytest.approx(2e-3 + 4e6 / 50e6, rel=1e-12)

@@ -10,7 +10,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from mlsysrepro.core.dist import WorkerError, launch
-from mlsysrepro.ddl import models
+from mlsysrepro.ddl import data, models
 from mlsysrepro.ddl.emulation import EmulatedCluster, LinkState, emulated_allreduce_hook
 from mlsysrepro.ddl.profiler import RunSpec, profile
 
@@ -70,8 +70,10 @@ def test_two_worker_ddp_gradients_equal_one_process_on_the_concatenated_batch():
 def test_runs_report_per_iteration_stages_and_the_emulated_communication():
     cluster = EmulatedCluster(2, 4, "nvlink2", "net10", dilation=3000.0)
     spec = dict(model="resnet10", batch_size=4, iterations=3, warmup=1, width=4, bucket_cap_mb=0.05)
-    run0, run1 = profile([RunSpec("RUN0", **spec), RunSpec("RUN1", cluster=cluster, **spec)])
-    for r in (run0, run1):
+    files = data.image_folder(28, count=64)
+    run0, run1, run3 = profile([RunSpec("RUN0", **spec), RunSpec("RUN1", cluster=cluster, **spec),
+                                RunSpec("RUN3", cluster=cluster, **spec)], data_root=files)
+    for r in (run0, run1, run3):
         assert set(r.times) == {"data", "forward", "backward", "step", "iteration", "comm_exposed", "comm_busy"}
         assert all(len(v) == 3 for v in r.times.values())
         parts = r.times["data"] + r.times["forward"] + r.times["backward"] + r.times["step"]
@@ -83,6 +85,8 @@ def test_runs_report_per_iteration_stages_and_the_emulated_communication():
     # the exposed communication is at most the link's busy time and the stall shows in the iteration time
     assert (run1.times["comm_exposed"] <= run1.times["comm_busy"] + 1e-3).all()
     assert run1.seconds_per_iteration - run0.seconds_per_iteration > 0.5 * modelled
+    # decoding real files takes longer than handing over tensors made beforehand
+    assert np.median(run3.times["data"]) > 10 * np.median(run1.times["data"])
 
 
 def raises_on_rank_one():

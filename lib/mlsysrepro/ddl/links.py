@@ -42,16 +42,17 @@ LINKS = {
 }
 
 
-def link(name: str | None) -> Link | None:
-    if name is None:
-        return None
+def link(name: str | Link | None) -> Link | None:
+    """The named profile (a :class:`Link` passes through; None: no link)."""
+    if name is None or isinstance(name, Link):
+        return name
     if name not in LINKS:
         raise ValueError(f"link must be one of {sorted(LINKS)} or None, got {name!r}")
     return LINKS[name]
 
 
-def allreduce_seconds(nbytes: float, machines: int, workers_per_machine: int, intra: str | None,
-                      network: str | None, dilation: float = 1.0) -> float:
+def allreduce_seconds(nbytes: float, machines: int, workers_per_machine: int, intra: str | Link | None,
+                      network: str | Link | None, dilation: float = 1.0) -> float:
     """Modelled time of one all-reduce of ``nbytes`` (the module docstring's T(B)), times ``dilation``."""
     if machines < 1 or workers_per_machine < 1:
         raise ValueError(f"machines and workers_per_machine must be >= 1, got {machines} and {workers_per_machine}")

@@ -56,7 +56,8 @@ STAGES = ("data", "forward", "backward", "step", "iteration", "comm_exposed", "c
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One profiled run. ``model`` is a name for :func:`.models.build` or a module-level factory."""
+    """One profiled run. ``model`` is a name for :func:`.models.build` or a module-level factory of an image
+    model (1 x 28 x 28 inputs, 10 classes: what the synthetic batches and :class:`.data.ImageFiles` give)."""
 
     run: str
     model: str | Callable[[], torch.nn.Module]
@@ -218,18 +219,21 @@ def _worker(rank: int, world: int, specs: list[RunSpec], data_root: Path | None,
 
 
 def profile(specs: list[RunSpec], processes: int = 2, seed: int = 0, timeout: float = 600.0,
-            stored_size: int = 56, images: int = 10_000, backend: str = "gloo") -> list[RunResult]:
+            stored_size: int = 56, images: int = 10_000, backend: str = "gloo",
+            data_root: Path | None = None) -> list[RunResult]:
     """Run ``specs`` in order on ``processes`` DDP workers; rank 0's timings, one :class:`RunResult` per spec.
 
     A worker that raises fails the whole call with its traceback (:class:`mlsysrepro.core.dist.WorkerError`),
     one that hangs with :class:`TimeoutError` after ``timeout`` seconds; no process is left behind. RUN2 and RUN3
-    read the first ``images`` MNIST images stored as ``stored_size``-pixel PNG files (:func:`.data.image_folder`).
-    ``backend="nccl"`` runs one GPU per process (on a GPU machine; the paper's setting).
+    read ``data_root``, a folder laid out as :class:`.data.ImageFiles` reads it (``00000.png`` ... and
+    ``labels.npy``), by default the first ``images`` MNIST images stored as ``stored_size``-pixel PNG files
+    (:func:`.data.image_folder`). ``backend="nccl"`` runs one GPU per process (on a GPU machine; the paper's setting).
     """
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
     needs_files = any(s.run in ("RUN2", "RUN3") for s in specs)
-    data_root = data.image_folder(stored_size, images) if needs_files else None
+    if needs_files and data_root is None:
+        data_root = data.image_folder(stored_size, images)
     raw = launch(_worker, processes, args=(list(specs), data_root, seed), timeout=timeout, backend=backend)[0]
     return [RunResult(spec, **r) for spec, r in zip(specs, raw)]
 
