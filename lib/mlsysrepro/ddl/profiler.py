@@ -32,7 +32,7 @@ import argparse
 import json
 import os
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -108,10 +108,6 @@ class RunResult:
     def seconds_per_iteration(self) -> float:
         """The median over measured iterations (robust to one slow iteration: a page fault, a timer tick)."""
         return float(np.median(self.times["iteration"]))
-
-    @property
-    def samples_per_second(self) -> float:
-        return self.spec.samples_per_iteration / self.seconds_per_iteration
 
 
 def _model(spec: RunSpec, seed: int) -> torch.nn.Module:
@@ -236,11 +232,6 @@ def profile(specs: list[RunSpec], processes: int = 2, seed: int = 0, timeout: fl
         data_root = data.image_folder(stored_size, images)
     raw = launch(_worker, processes, args=(list(specs), data_root, seed), timeout=timeout, backend=backend)[0]
     return [RunResult(spec, **r) for spec, r in zip(specs, raw)]
-
-
-def with_run(spec: RunSpec, run: str) -> RunSpec:
-    """The same configuration as another run (RUN0 ... RUN3)."""
-    return replace(spec, run=run)
 
 
 def main(argv: list[str] | None = None) -> None:
