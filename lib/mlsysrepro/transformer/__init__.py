@@ -1,0 +1,14 @@
+"""A Llama-style causal language model in plain torch: serves BaKlaVa (per-head KV-cache budgets) and, later,
+AsymVLM's language side.
+
+Public entry points:
+
+- :class:`.llama.LlamaConfig` and :class:`.llama.Llama` — RMSNorm, rotary positions (RoPE), grouped-query
+  attention and a SwiGLU feed-forward; ``model(tokens, positions, cache)`` returns next-token logits;
+- the KV-cache protocol the attention speaks (:class:`.llama.KVCache`): ``update(layer, k, v, positions)``
+  returns every key, value and position the layer may attend to, ``observe(layer, weights)`` sees the attention
+  weights afterwards. Policies and budgets live in :mod:`mlsysrepro.kvcache`; the model knows only the protocol.
+
+Status (issue 5): the model and the full cache are built and tested; training, tokenizers, the compressed caches,
+their policies and allocators, profiling and the notebook are not.
+"""
