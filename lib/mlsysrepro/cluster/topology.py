@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.allreduce import ring_allreduce_seconds
+
 #: The topology levels, from the tightest placement to the widest.
 LEVELS = ("machine", "rack", "network")
 
@@ -87,9 +89,8 @@ class Topology:
         """Time of one all-reduce of ``nbytes`` over ``gpus`` (module docstring)."""
         total = 0.0
         for level, (p, link) in enumerate(zip(self.participants(gpus), self.links)):
-            if p > 1:
-                bandwidth = link.bandwidth / (self.contention if level == 2 else 1.0)
-                total += 2 * (p - 1) / p * nbytes / bandwidth + 2 * (p - 1) * link.latency
+            bandwidth = link.bandwidth / (self.contention if level == 2 else 1.0)
+            total += ring_allreduce_seconds(nbytes, p, bandwidth, link.latency)
         return total
 
     def _checked(self, gpus) -> np.ndarray:

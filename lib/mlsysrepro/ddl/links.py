@@ -1,9 +1,9 @@
 """Named interconnect and network profiles and the hierarchical all-reduce time they imply (alpha-beta model).
 
 A link is ``alpha`` seconds per message plus ``bytes / beta``. All-reduce of ``B`` bytes over ``M`` machines of
-``G`` workers each is modelled the way NCCL's hierarchical rings run it (Thakur, Rabenseifner & Gropp, IJHPCA 2005,
-ring reduce-scatter + all-gather): a ring inside each machine (``2(G-1)`` steps of ``B/G`` bytes), then a ring
-across machines whose NIC carries the whole buffer (``2(M-1)`` steps of ``B/M`` bytes):
+``G`` workers each is modelled the way NCCL's hierarchical rings run it, one ring per level
+(:func:`mlsysrepro.core.allreduce.ring_allreduce_seconds`): a ring inside each machine (``2(G-1)`` steps of
+``B/G`` bytes), then a ring across machines whose NIC carries the whole buffer (``2(M-1)`` steps of ``B/M`` bytes):
 
     T(B) = 2(G-1) * alpha_intra + 2(G-1)/G * B / beta_intra  +  2(M-1) * alpha_net + 2(M-1)/M * B / beta_net
 
@@ -14,6 +14,8 @@ one, so that a CPU worker's compute can stand for a GPU's (see :mod:`.instances`
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..core.allreduce import ring_allreduce_seconds
 
 
 @dataclass(frozen=True)
@@ -56,16 +58,12 @@ def allreduce_seconds(nbytes: float, machines: int, workers_per_machine: int, in
     """Modelled time of one all-reduce of ``nbytes`` (the module docstring's T(B)), times ``dilation``."""
     if machines < 1 or workers_per_machine < 1:
         raise ValueError(f"machines and workers_per_machine must be >= 1, got {machines} and {workers_per_machine}")
-    g, m = workers_per_machine, machines
     total = 0.0
-    if g > 1:
-        lk = link(intra)
-        if lk is None:
-            raise ValueError(f"{g} workers per machine need an intra-machine link; choose one of {sorted(LINKS)}")
-        total += 2 * (g - 1) * lk.alpha + 2 * (g - 1) / g * nbytes / lk.beta
-    if m > 1:
-        lk = link(network)
-        if lk is None:
-            raise ValueError(f"{m} machines need a network link; choose one of {sorted(LINKS)}")
-        total += 2 * (m - 1) * lk.alpha + 2 * (m - 1) / m * nbytes / lk.beta
+    for ring, name, what in ((workers_per_machine, intra, "workers per machine need an intra-machine link"),
+                             (machines, network, "machines need a network link")):
+        if ring > 1:
+            lk = link(name)
+            if lk is None:
+                raise ValueError(f"{ring} {what}; choose one of {sorted(LINKS)}")
+            total += ring_allreduce_seconds(nbytes, ring, lk.beta, lk.alpha)
     return total * dilation
