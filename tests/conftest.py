@@ -19,3 +19,15 @@ def isolated_outputs(tmp_path_factory):
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def tiny_llama():
+    """The transformer and KV-cache tests' model: a seeded 2-layer Llama (width 32, 4 query heads, 2 KV heads,
+    vocabulary 50) in float64, so cached and uncached decoding can be compared to 1e-10."""
+    import torch
+
+    from mlsysrepro.transformer.llama import Llama, LlamaConfig
+
+    torch.manual_seed(0)
+    return Llama(LlamaConfig(vocab=50, dim=32, layers=2, heads=4, kv_heads=2, ffn=64)).double().eval()

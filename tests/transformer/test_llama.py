@@ -2,15 +2,14 @@ import pytest
 import torch
 
 from mlsysrepro.kvcache.cache import FullCache
-from mlsysrepro.transformer.llama import Llama, LlamaConfig, rotate
+from mlsysrepro.transformer.llama import LlamaConfig, rotate
 
 CFG = LlamaConfig(vocab=50, dim=32, layers=2, heads=4, kv_heads=2, ffn=64)
 
 
 @pytest.fixture(scope="module")
-def model():
-    torch.manual_seed(0)
-    return Llama(CFG).double().eval()
+def model(tiny_llama):
+    return tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -1,9 +1,13 @@
-"""KV caches for BaKlaVa (per-head KV-cache budgets); later AsymVLM's text-token eviction.
+"""KV caches with a budget per (layer, KV head), for BaKlaVa (Gulhan et al. 2025); later AsymVLM's text-token
+eviction.
 
 Public entry points:
 
-- :class:`.cache.FullCache` — keeps every key and value: the reference that compressed caches are compared with.
-
-Status (issue 5): the eviction policies (StreamingLLM, H2O, SnapKV), the per-(layer, KV head) budgeted cache and
-the allocators (uniform, PyramidKV, AdaKV, DuoAttention-like, BaKlaVa) are not built yet.
+- :class:`.cache.FullCache` and :class:`.cache.BudgetedCache` — the reference cache and the budgeted one, both
+  speaking :class:`mlsysrepro.transformer.llama.KVCache`;
+- :mod:`.policies` — StreamingLLM, H2O and SnapKV eviction inside a cache's budget (:func:`.policies.make_policy`);
+- :mod:`.allocators` — compression defined once (:func:`.allocators.total_budget`) and the budgets of uniform,
+  PyramidKV, AdaKV, a DuoAttention-like split and BaKlaVa;
+- :mod:`.profiling` — BaKlaVa's one-time head-importance profile and a retrieval score;
+- :mod:`.evaluation` — perplexity and retrieval decoded through a cache; :mod:`.experiments` — the notebook's.
 """

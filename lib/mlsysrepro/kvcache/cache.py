@@ -1,7 +1,21 @@
-"""The full KV cache: every key, value and position of every layer, appended as tokens arrive.
+"""KV caches speaking :class:`mlsysrepro.transformer.llama.KVCache`: the full cache and the budgeted one.
 
-It speaks :class:`mlsysrepro.transformer.llama.KVCache`; decoding through it gives the same logits as running
-the whole sequence at once, which is what the tests hold every compressed cache to when its budgets are large.
+:class:`BudgetedCache` gives every (layer, KV head) its own capacity, the BaKlaVa setting. One step of a layer:
+
+1. ``update`` appends the new keys, values and positions to what the layer holds and returns them all: the new
+   queries attend to every kept entry and to each other (a prefill sees its whole prompt);
+2. ``observe`` receives those attention weights, lets the policy fold them into each entry's score
+   (:mod:`.policies`), and then every head that holds more than its budget keeps its protected entries (sinks,
+   recent window) and its highest-priority ones up to the budget.
+
+So between steps no head ever holds more than its budget. A layer is stored as tensors (B, kv_heads, S, d) with
+S the largest budget of the layer; a head with a smaller budget marks its unused slots with position -1, which
+attention masks (:mod:`mlsysrepro.transformer.llama`). The slots are allocated, the entries are what is kept:
+:meth:`BudgetedCache.allocated_bytes` and :meth:`BudgetedCache.held_bytes` report both.
+
+With ``pooled=True`` a layer's budgets form one pool (AdaKV, Feng et al. 2024): the layer keeps its
+``sum(budgets)`` highest-priority entries across heads, each head first keeping its protected entries and its
+``floor`` best ones (AdaKV's safeguard).
 """
 
 from __future__ import annotations
@@ -10,6 +24,8 @@ import torch
 
 
 class FullCache:
+    """Keeps every key and value: the reference that compressed caches are compared with."""
+
     def __init__(self):
         self.keys: dict[int, torch.Tensor] = {}
         self.values: dict[int, torch.Tensor] = {}
@@ -30,3 +46,137 @@ class FullCache:
     def entries(self) -> int:
         """Cached (key, value) pairs over all layers, heads and sequences."""
         return sum(p.numel() for p in self.positions.values())
+
+    def allocated_bytes(self) -> int:
+        return sum(t.nbytes for d in (self.keys, self.values) for t in d.values())
+
+    held_bytes = allocated_bytes
+
+
+class BudgetedCache:
+    """A KV cache with ``budgets[layer, kv_head]`` entries per head, evicting by ``policy``."""
+
+    def __init__(self, budgets: torch.Tensor, policy, pooled: bool = False, floor: int = 0):
+        budgets = torch.as_tensor(budgets, dtype=torch.long)
+        if budgets.dim() != 2 or (budgets < 1).any():
+            raise ValueError(f"budgets must be a (layers, kv_heads) tensor of integers >= 1, got {budgets.tolist()}")
+        if floor < 0 or (pooled and (floor * budgets.shape[1] > budgets.sum(1)).any()):
+            raise ValueError(f"floor ({floor}) must be >= 0 and, pooled, fit every layer's total budget")
+        self.budgets, self.policy, self.pooled, self.floor = budgets, policy, pooled, floor
+        self._protected = [policy.protected(b) for b in budgets]  # (sinks, window) per head, per layer
+        self.keys: dict[int, torch.Tensor] = {}  # (B, H, capacity, d)
+        self.values: dict[int, torch.Tensor] = {}
+        self.positions: dict[int, torch.Tensor] = {}  # (B, H, capacity), -1 for an empty slot
+        self.scores: dict[int, torch.Tensor] = {}
+        self.width: dict[int, int] = {}  # slots in use: every entry sits below this index
+        self._pending: dict[int, tuple] = {}
+
+    def update(self, layer, k, v, positions):
+        b, h, t, _ = k.shape
+        pos = positions[:, None, :].expand(b, h, t)
+        if t == 1 and layer in self.keys and not self.pooled:
+            return self._write_in_place(layer, k, v, pos)
+        score = torch.zeros(b, h, t, dtype=k.dtype)
+        prefill = layer not in self.keys
+        if not prefill:
+            w = self.width[layer]
+            k = torch.cat((self.keys[layer][:, :, :w], k), dim=2)
+            v = torch.cat((self.values[layer][:, :, :w], v), dim=2)
+            pos = torch.cat((self.positions[layer][:, :, :w], pos), dim=2)
+            score = torch.cat((self.scores[layer][:, :, :w], score), dim=2)
+        self._pending[layer] = (k, v, pos, score, prefill)
+        return k, v, pos
+
+    def _write_in_place(self, layer, k, v, pos):
+        """Decoding one token: it goes into each head's first empty slot (there is always one: a layer has one
+        slot more than its largest budget), and the buffers are returned without copying."""
+        keys, values, positions = self.keys[layer], self.values[layer], self.positions[layer]
+        free = (positions < 0).to(torch.int8).argmax(-1, keepdim=True)  # (B, H, 1)
+        slot = free[..., None].expand(-1, -1, -1, k.shape[-1])
+        keys.scatter_(2, slot, k)
+        values.scatter_(2, slot, v)
+        positions.scatter_(2, free, pos)
+        self.scores[layer].scatter_(2, free, 0.0)
+        w = self.width[layer] = max(self.width[layer], int(free.max()) + 1)
+        self._pending[layer] = pos  # the new token's position: "now" for the recent window
+        return keys[:, :, :w], values[:, :, :w], positions[:, :, :w]
+
+    def observe(self, layer, weights):
+        pending = self._pending.pop(layer)
+        heads = self.budgets.shape[1]
+        weights = weights.unflatten(1, (heads, -1)).sum(2)  # pool the query heads of each KV head
+        if isinstance(pending, torch.Tensor):
+            self._evict_one(layer, weights, now=pending)
+            return
+        k, v, pos, score, prefill = pending
+        score = self.policy.accumulate(score, weights, prefill)
+        held = (pos >= 0).sum(-1)  # (B, H)
+        budgets = self.budgets[layer]
+        over = (held.sum(-1) > budgets.sum()).any() if self.pooled else (held > budgets).any()
+        if over:
+            index, valid = self._select(layer, score, pos)
+            k = k.gather(2, index[..., None].expand(-1, -1, -1, k.shape[-1]))
+            v = v.gather(2, index[..., None].expand(-1, -1, -1, v.shape[-1]))
+            pos = pos.gather(2, index).masked_fill(~valid, -1)
+            score = score.gather(2, index)
+        self.width[layer] = pos.shape[-1]
+        spare = 0 if self.pooled else max(0, int(budgets.max()) + 1 - pos.shape[-1])
+        if spare:  # room for decoding in place
+            k, v = (torch.cat((x, x.new_zeros(*x.shape[:2], spare, x.shape[-1])), 2) for x in (k, v))
+            pos = torch.cat((pos, pos.new_full((*pos.shape[:2], spare), -1)), 2)
+            score = torch.cat((score, score.new_zeros(*score.shape[:2], spare)), 2)
+        self.keys[layer], self.values[layer], self.positions[layer], self.scores[layer] = k, v, pos, score
+
+    def _priority(self, layer, score, pos):
+        """The policy's priority, +inf for protected entries (sinks, recent window), -inf for empty slots."""
+        sinks, window = self._protected[layer]
+        now = pos.max(-1, keepdim=True).values
+        protect = (pos >= 0) & ((pos < sinks[:, None]) | (pos > now - window[:, None]))
+        priority = self.policy.priority(score, pos).masked_fill(protect, float("inf"))
+        return priority.masked_fill(pos < 0, float("-inf"))
+
+    def _evict_one(self, layer, weights, now):
+        """After a decoding step each head holds at most one entry over its budget: drop its lowest-priority
+        entry that is neither a sink nor in the recent window (as :meth:`_priority`, in fewer operations)."""
+        w = self.width[layer]
+        pos, score = self.positions[layer][:, :, :w], self.scores[layer][:, :, :w]
+        score.copy_(self.policy.accumulate(score, weights, False))
+        over = (pos >= 0).sum(-1, keepdim=True) > self.budgets[layer][:, None]  # (B, H, 1)
+        if over.any():
+            sinks, window = self._protected[layer]
+            candidate = (pos >= sinks[:, None]) & (pos <= now - window[:, None])  # excludes empty slots (-1)
+            victim = torch.where(candidate, self.policy.priority(score, pos), float("inf")).argmin(-1, keepdim=True)
+            pos.scatter_(2, victim, torch.where(over, -1, pos.gather(2, victim)))
+
+    def _select(self, layer, score, pos):
+        """Slot indices (B, H, S') to keep, and which of them hold an entry."""
+        budgets = self.budgets[layer]
+        priority = self._priority(layer, score, pos)
+        if not self.pooled:
+            index = priority.topk(min(pos.shape[-1], int(budgets.max())), dim=-1).indices
+            rank = torch.arange(index.shape[-1])
+            return index, (rank < budgets[:, None]) & (pos.gather(2, index) >= 0)
+        if self.floor:  # each head's ``floor`` best entries are kept before the pool is shared
+            best = priority.topk(min(self.floor, pos.shape[-1]), dim=-1).indices
+            priority = priority.scatter(2, best, float("inf")).masked_fill(pos < 0, float("-inf"))
+        flat = priority.flatten(1)
+        chosen = flat.topk(min(flat.shape[-1], int(budgets.sum())), dim=-1).indices
+        keep = torch.zeros_like(flat, dtype=torch.bool).scatter(1, chosen, True).view_as(pos) & (pos >= 0)
+        index = keep.to(torch.int8).topk(int(keep.sum(-1).max()), dim=-1).indices
+        return index, keep.gather(2, index)
+
+    def held(self) -> torch.Tensor:
+        """Entries held per (layer, sequence, KV head): (layers, B, kv_heads)."""
+        return torch.stack([(self.positions[layer] >= 0).sum(-1) for layer in sorted(self.positions)])
+
+    def entries(self) -> int:
+        return int(self.held().sum())
+
+    def allocated_bytes(self) -> int:
+        """Bytes of the key and value tensors, unused slots included."""
+        return sum(t.nbytes for d in (self.keys, self.values) for t in d.values())
+
+    def held_bytes(self) -> int:
+        """Bytes of the keys and values actually kept."""
+        k = next(iter(self.keys.values()))
+        return 2 * self.entries() * k.shape[-1] * k.element_size()

@@ -7,8 +7,7 @@ Public entry points:
   attention and a SwiGLU feed-forward; ``model(tokens, positions, cache)`` returns next-token logits;
 - the KV-cache protocol the attention speaks (:class:`.llama.KVCache`): ``update(layer, k, v, positions)``
   returns every key, value and position the layer may attend to, ``observe(layer, weights)`` sees the attention
-  weights afterwards. Policies and budgets live in :mod:`mlsysrepro.kvcache`; the model knows only the protocol.
-
-Status (issue 5): the model and the full cache are built and tested; training, tokenizers, the compressed caches,
-their policies and allocators, profiling and the notebook are not.
+  weights afterwards. Policies and budgets live in :mod:`mlsysrepro.kvcache`; the model knows only the protocol;
+- :mod:`.tokenizer` (characters, a byte-pair encoding trained here), :mod:`.retrieval` (corpora, text windows and
+  the synthetic key-value retrieval / needle task) and :mod:`.training` (mixed batches, AdamW).
 """

@@ -8,7 +8,8 @@ their dot product depends only on ``m - n``. Keys are rotated once, when written
 KV cache stores the rotated keys with those positions, so after entries are evicted the survivors keep their
 true positions. The causal mask is computed from positions too: a query at position ``m`` attends to a key at
 position ``n`` iff ``0 <= n <= m``; a cache marks an empty slot with position ``-1``. So a cache may hold
-different keys, and different numbers of them, in each KV head.
+different keys, and different numbers of them, in each KV head. Without a cache (training, profiling) the
+sequence attends to itself causally through torch's fused ``scaled_dot_product_attention``.
 """
 
 from __future__ import annotations
@@ -86,18 +87,17 @@ class Attention(nn.Module):
         q = self.q(x).view(b, t, cfg.heads, cfg.head_dim).transpose(1, 2)
         k, v = self.kv(x).view(b, t, 2, cfg.kv_heads, cfg.head_dim).permute(2, 0, 3, 1, 4)
         q, k = rotate(q, positions, cfg.rope_base), rotate(k, positions, cfg.rope_base)
-        if cache is None:
-            keys, values, key_pos = k, v, positions[:, None, :].expand(b, cfg.kv_heads, t)
-        else:
-            keys, values, key_pos = cache.update(self.layer, k, v, positions)
+        if cache is None:  # one pass over whole sequences (positions increase along T): the fused causal kernel
+            context = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+            return self.out(context.transpose(1, 2).reshape(b, t, -1))
+        keys, values, key_pos = cache.update(self.layer, k, v, positions)
         group = cfg.heads // cfg.kv_heads  # query heads per KV head
         keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
         key_pos = key_pos.repeat_interleave(group, 1)  # (B, heads, S)
         scores = q @ keys.transpose(-1, -2) / cfg.head_dim ** 0.5  # (B, heads, T, S)
         visible = (key_pos[:, :, None, :] >= 0) & (key_pos[:, :, None, :] <= positions[:, None, :, None])
         weights = scores.masked_fill(~visible, float("-inf")).softmax(-1)
-        if cache is not None:
-            cache.observe(self.layer, weights)
+        cache.observe(self.layer, weights)
         return self.out((weights @ values).transpose(1, 2).reshape(b, t, -1))
 
 

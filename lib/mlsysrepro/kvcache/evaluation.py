@@ -1,0 +1,63 @@
+"""Quality under a cache: perplexity of decoded text and exact-match retrieval, token by token.
+
+Both follow the long-context protocol: a prompt is prefilled at once (batched), the cache compresses it, and
+every later token is decoded one at a time through the cache, which evicts as it goes (the protocol of
+StreamingLLM's ``eval_long_ppl``). ``make_cache`` builds a fresh cache per batch of sequences, so every method
+sees the same prompts and the same decoding.
+
+Public entry points: :func:`decode_nll`, :func:`perplexity`, :func:`answers_correct`.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from ..transformer.llama import Llama
+from ..transformer.retrieval import VALUE_DIGITS, RetrievalBatch
+
+
+@torch.no_grad()
+def decode_nll(model: Llama, tokens: torch.Tensor, prefill: int, make_cache: Callable, batch: int = 16
+               ) -> torch.Tensor:
+    """(N, T - prefill): the negative log-likelihood of every token after the first ``prefill`` ones, each
+    predicted from the cache after decoding all tokens before it."""
+    n, t = tokens.shape
+    if not 1 <= prefill < t:
+        raise ValueError(f"prefill ({prefill}) must be in [1, {t - 1}] for sequences of {t} tokens")
+    out = torch.empty(n, t - prefill)
+    for first in range(0, n, batch):
+        x = tokens[first:first + batch]
+        cache = make_cache()
+        logits = model(x[:, :prefill], cache=cache)[:, -1]
+        for step in range(prefill, t):
+            out[first:first + batch, step - prefill] = F.cross_entropy(logits, x[:, step], reduction="none")
+            if step + 1 < t:
+                position = torch.full((x.shape[0], 1), step)
+                logits = model(x[:, step:step + 1], positions=position, cache=cache)[:, -1]
+    return out
+
+
+def perplexity(model: Llama, tokens: torch.Tensor, prefill: int, make_cache: Callable, batch: int = 16) -> float:
+    return float(decode_nll(model, tokens, prefill, make_cache, batch).mean().exp())
+
+
+@torch.no_grad()
+def answers_correct(model: Llama, task: RetrievalBatch, make_cache: Callable, batch: int = 64) -> torch.Tensor:
+    """(N,) bool: whether greedy decoding after the context reproduces the first query's whole value. The
+    true digits are fed back, so the first wrong digit decides, as in greedy decoding."""
+    a = task.answer_start
+    correct = []
+    for first in range(0, task.tokens.shape[0], batch):
+        x = task.tokens[first:first + batch]
+        cache = make_cache()
+        logits = model(x[:, :a], cache=cache)[:, -1]
+        ok = logits.argmax(-1) == x[:, a]
+        for j in range(1, VALUE_DIGITS):
+            position = torch.full((x.shape[0], 1), a + j - 1)
+            logits = model(x[:, a + j - 1:a + j], positions=position, cache=cache)[:, -1]
+            ok &= logits.argmax(-1) == x[:, a + j]
+        correct.append(ok)
+    return torch.cat(correct)

@@ -1,0 +1,184 @@
+"""The budgeted cache and its policies: budgets hold at every step, large budgets change nothing, each policy
+keeps the right entries on hand-built attention, and eviction leaves the survivors' RoPE positions intact."""
+
+import pytest
+import torch
+
+from mlsysrepro.kvcache.cache import BudgetedCache, FullCache
+from mlsysrepro.kvcache.policies import H2O, SnapKV, StreamingLLM, make_policy
+
+POLICIES = [StreamingLLM(sinks=2), H2O(), SnapKV(window=3, kernel=3)]
+PREFILL, LENGTH = 10, 24
+
+
+@pytest.fixture(scope="module")
+def model(tiny_llama):
+    return tiny_llama
+
+
+@pytest.fixture(scope="module")
+def tokens():
+    return torch.randint(0, 50, (3, LENGTH), generator=torch.Generator().manual_seed(2))
+
+
+def decode(model, tokens, cache, after_step=None):
+    """Prefill PREFILL tokens, then decode the rest one by one; logits of every position."""
+    out = [model(tokens[:, :PREFILL], cache=cache)]
+    if after_step:
+        after_step(PREFILL)
+    for t in range(PREFILL, tokens.shape[1]):
+        out.append(model(tokens[:, t:t + 1], torch.full((tokens.shape[0], 1), t), cache))
+        if after_step:
+            after_step(t + 1)
+    return torch.cat(out, dim=1)
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.name)
+@torch.no_grad()
+def test_no_head_ever_holds_more_than_its_budget(model, tokens, policy):
+    budgets = torch.tensor([[3, 7], [5, 12]])
+
+    def check(seen):
+        held = cache.held()  # (layers, B, kv_heads)
+        assert (held <= budgets[:, None, :]).all()
+        # once a head has seen more tokens than its budget it is exactly full (sinks and windows counted inside)
+        assert torch.equal(held, torch.minimum(budgets, torch.tensor(seen))[:, None, :].expand_as(held))
+
+    cache = BudgetedCache(budgets, policy)
+    decode(model, tokens, cache, check)
+
+
+@pytest.mark.parametrize("policy", [H2O(), SnapKV(window=2, kernel=3)], ids=lambda p: p.name)
+@torch.no_grad()
+def test_a_pooled_layer_never_exceeds_its_total_and_keeps_each_heads_floor(model, tokens, policy):
+    budgets = torch.tensor([[4, 8], [6, 6]])
+
+    def check(seen):
+        held = cache.held()
+        assert (held.sum(-1) <= budgets.sum(-1)[:, None]).all()
+        assert (held >= min(3, seen)).all()
+        if seen >= 12:  # more tokens than any pool: the pools are full
+            assert torch.equal(held.sum(-1), budgets.sum(-1)[:, None].expand(-1, tokens.shape[0]))
+
+    cache = BudgetedCache(budgets, policy, pooled=True, floor=3)
+    decode(model, tokens, cache, check)
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.name)
+@torch.no_grad()
+def test_budgets_at_least_the_sequence_length_change_nothing(model, tokens, policy):
+    full = decode(model, tokens, FullCache())
+    budgeted = decode(model, tokens, BudgetedCache(torch.full((2, 2), LENGTH), policy))
+    assert torch.equal(budgeted, full)
+
+
+def kept_after_one_step(policy, budget, weights, prefill=True, heads=1):
+    """Feed one layer of a single-head cache ``len(positions)`` entries and hand-built attention ``weights``
+    (queries x keys); return the positions it keeps."""
+    s = weights.shape[-1]
+    cache = BudgetedCache(torch.tensor([[budget]]), policy)
+    k = torch.randn(1, 1, s, 4, dtype=torch.float64)
+    cache.update(0, k, k, torch.arange(s)[None])
+    cache.observe(0, weights.reshape(1, heads, -1, s).double())
+    pos = cache.positions[0][0, 0]
+    return sorted(pos[pos >= 0].tolist())
+
+
+def test_streamingllm_keeps_the_sinks_and_the_last_tokens():
+    weights = torch.rand(10, 10)
+    assert kept_after_one_step(StreamingLLM(sinks=2), 5, weights) == [0, 1, 7, 8, 9]
+
+
+def test_h2o_keeps_the_heaviest_accumulated_attention_and_the_recent_window():
+    weights = torch.zeros(10, 10)
+    weights[:, 2] = 0.5  # heavy hitters: 2, 6, 4 (in that order), then nothing
+    weights[:, 6] = 0.3
+    weights[:, 4] = 0.2
+    weights[:, 9] = 1.0  # recent anyway
+    # budget 6: a recent window of 3 (8, 7 and 9) and the 3 heaviest of the rest
+    assert kept_after_one_step(H2O(recent_fraction=0.5), 6, weights) == [2, 4, 6, 7, 8, 9]
+    # a budget of 4: window 2, heavy 2
+    assert kept_after_one_step(H2O(recent_fraction=0.5), 4, weights) == [2, 6, 8, 9]
+
+
+def test_snapkv_keeps_the_observation_window_and_the_pooled_top_scores():
+    weights = torch.zeros(10, 10)
+    weights[:7, 1] = 1.0  # attention before the observation window does not count
+    weights[8:, 4] = 0.6  # the window's (last 2 queries') votes: 4, then 1 a little
+    weights[8:, 1] = 0.1
+    # kernel 1: the top 2 votes (4 and 1) plus the window (8, 9)
+    assert kept_after_one_step(SnapKV(window=2, kernel=1), 4, weights) == [1, 4, 8, 9]
+    # kernel 3: position 4's vote spreads to 3 and 5, which now outrank 1
+    assert kept_after_one_step(SnapKV(window=2, kernel=3), 5, weights) == [3, 4, 5, 8, 9]
+
+
+def test_grouped_query_heads_pool_their_attention_into_one_score():
+    weights = torch.zeros(2, 10, 10)  # two query heads read the same KV head
+    weights[0, :, 3] = 1.0
+    weights[1, :, 5] = 0.6
+    weights[1, :, 7] = 0.5
+    assert kept_after_one_step(H2O(recent_fraction=0.0), 2, weights, heads=2) == [3, 5]
+
+
+class ReplayMask(FullCache):
+    """Keeps everything, but shows each step only the positions a recorded budgeted run attended to."""
+
+    def __init__(self, visible):
+        super().__init__()
+        self.visible, self.calls = visible, 0
+
+    def update(self, layer, k, v, positions):
+        keys, values, pos = super().update(layer, k, v, positions)
+        seen = self.visible[self.calls]  # (B, kv_heads, S') positions the budgeted cache returned
+        self.calls += 1
+        shown = (pos[..., None] == seen[..., None, :]).any(-1)
+        return keys, values, pos.masked_fill(~shown, -1)
+
+
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.name)
+@torch.no_grad()
+def test_rope_positions_survive_eviction(model, tokens, policy):
+    budgets = torch.tensor([[4, 9], [6, 5]])
+    visible = []
+    cache = BudgetedCache(budgets, policy)
+    update = cache.update
+
+    def recording_update(layer, k, v, positions):
+        keys, values, pos = update(layer, k, v, positions)
+        visible.append(pos.clone())
+        return keys, values, pos
+
+    cache.update = recording_update
+    evicted = decode(model, tokens, cache)
+    reference = decode(model, tokens, ReplayMask(visible))
+    torch.testing.assert_close(evicted, reference, rtol=0, atol=1e-10)
+    assert not torch.allclose(evicted, decode(model, tokens, FullCache()), atol=1e-4)  # eviction did change logits
+
+
+def test_bad_budgets_and_policy_names_are_rejected():
+    with pytest.raises(ValueError, match="budgets"):
+        BudgetedCache(torch.tensor([[0, 3]]), H2O())
+    with pytest.raises(ValueError, match="floor"):
+        BudgetedCache(torch.tensor([[2, 3]]), H2O(), pooled=True, floor=3)
+    with pytest.raises(ValueError, match="policy must be one of"):
+        make_policy("lru")
+
+
+@torch.no_grad()
+def test_memory_accounting_counts_kept_entries_and_allocated_slots(model, tokens):
+    cache = BudgetedCache(torch.tensor([[4, 8], [8, 8]]), StreamingLLM())
+    decode(model, tokens, cache)
+    per_entry = 2 * model.cfg.head_dim * 8  # key and value, float64
+    assert cache.held_bytes() == (4 + 8 + 8 + 8) * tokens.shape[0] * per_entry
+    # each layer is as wide as its largest budget plus the slot a decoded token is written into
+    assert cache.allocated_bytes() == (9 + 9 + 9 + 9) * tokens.shape[0] * per_entry
+
+
+@torch.no_grad()
+def test_perplexity_through_the_full_cache_equals_the_one_pass_loss(model, tokens):
+    from mlsysrepro.kvcache.evaluation import decode_nll
+    nll = decode_nll(model, tokens, PREFILL, FullCache, batch=2)
+    logits = model(tokens)
+    reference = torch.nn.functional.cross_entropy(logits[:, PREFILL - 1:-1].transpose(1, 2), tokens[:, PREFILL:],
+                                                  reduction="none")
+    torch.testing.assert_close(nll, reference.float(), rtol=0, atol=1e-5)
