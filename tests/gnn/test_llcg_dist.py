@@ -1,5 +1,4 @@
 import pytest
-import torch
 
 from mlsysrepro.gnn.llcg import LLCGConfig, make_model, run_serial, state_bytes
 from mlsysrepro.gnn.llcg_dist import run, run_distributed

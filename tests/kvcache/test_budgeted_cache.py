@@ -182,3 +182,20 @@ def test_perplexity_through_the_full_cache_equals_the_one_pass_loss(model, token
     reference = torch.nn.functional.cross_entropy(logits[:, PREFILL - 1:-1].transpose(1, 2), tokens[:, PREFILL:],
                                                   reduction="none")
     torch.testing.assert_close(nll, reference.float(), rtol=0, atol=1e-5)
+
+
+@torch.no_grad()
+def test_large_heads_evict_a_slack_of_entries_at_once_and_still_never_exceed_their_budget(model):
+    budgets = torch.tensor([[70, 130], [96, 100]])  # slack: 70 // 32 = 2 in layer 0, 96 // 32 = 3 in layer 1
+    cache = BudgetedCache(budgets, H2O())
+    tokens = torch.randint(0, 50, (2, 170), generator=torch.Generator().manual_seed(3))
+    model(tokens[:, :40], cache=cache)
+    low = []
+    for t in range(40, 170):
+        model(tokens[:, t:t + 1], torch.full((2, 1), t), cache)
+        held = cache.held()
+        assert (held <= budgets[:, None, :]).all()
+        low.append(held)
+    assert cache.slack == [2, 3]
+    fewest = torch.stack(low)[-20:].min(0).values  # once full, a head dips at most slack - 1 below its budget
+    assert torch.equal(fewest, (budgets - torch.tensor([[1], [2]]))[:, None, :].expand_as(fewest))

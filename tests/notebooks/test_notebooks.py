@@ -3,8 +3,6 @@ the template is byte-for-byte repeatable; bad parameters fail with a clear messa
 
 import ast
 import json
-import os
-from pathlib import Path
 
 import nbformat
 import papermill

@@ -2,7 +2,7 @@ import torch
 
 from mlsysrepro.sparsity.models import Tagger, Translator, WordLM
 from mlsysrepro.sparsity.text_data import Tagged, batchify, build_vocab
-from mlsysrepro.sparsity.training import perplexity, train_lm, train_tagger, train_translator, translate
+from mlsysrepro.sparsity.training import perplexity, train_lm, train_tagger, train_translator
 
 
 def test_the_language_model_learns_a_periodic_stream_with_structured_dropout():

@@ -64,11 +64,15 @@ class BudgetedCache:
             raise ValueError(f"floor ({floor}) must be >= 0 and, pooled, fit every layer's total budget")
         self.budgets, self.policy, self.pooled, self.floor = budgets, policy, pooled, floor
         self._protected = [policy.protected(b) for b in budgets]  # (sinks, window) per head, per layer
+        #: entries a full head drops at once while decoding: 1 below budgets of 64, then a 32nd of the layer's
+        #: smallest budget (so the ranking runs every ``slack`` steps; on average ``slack / 2`` slots stay free)
+        self.slack = [max(1, int(b.min()) // 32) for b in budgets]
         self.keys: dict[int, torch.Tensor] = {}  # (B, H, capacity, d)
         self.values: dict[int, torch.Tensor] = {}
         self.positions: dict[int, torch.Tensor] = {}  # (B, H, capacity), -1 for an empty slot
         self.scores: dict[int, torch.Tensor] = {}
         self.width: dict[int, int] = {}  # slots in use: every entry sits below this index
+        self.count: dict[int, torch.Tensor] = {}  # (B, H, 1) entries held, kept up to date while decoding
         self._pending: dict[int, tuple] = {}
 
     def update(self, layer, k, v, positions):
@@ -97,7 +101,9 @@ class BudgetedCache:
         values.scatter_(2, slot, v)
         positions.scatter_(2, free, pos)
         self.scores[layer].scatter_(2, free, 0.0)
-        w = self.width[layer] = max(self.width[layer], int(free.max()) + 1)
+        self.count[layer] += 1
+        # the first empty slot is a hole below the width or the width itself: the width grows by one at most
+        w = self.width[layer] = min(positions.shape[-1], self.width[layer] + 1)
         self._pending[layer] = pos  # the new token's position: "now" for the recent window
         return keys[:, :, :w], values[:, :, :w], positions[:, :, :w]
 
@@ -119,7 +125,7 @@ class BudgetedCache:
             v = v.gather(2, index[..., None].expand(-1, -1, -1, v.shape[-1]))
             pos = pos.gather(2, index).masked_fill(~valid, -1)
             score = score.gather(2, index)
-        self.width[layer] = pos.shape[-1]
+        self.width[layer], self.count[layer] = pos.shape[-1], (pos >= 0).sum(-1, keepdim=True)
         spare = 0 if self.pooled else max(0, int(budgets.max()) + 1 - pos.shape[-1])
         if spare:  # room for decoding in place
             k, v = (torch.cat((x, x.new_zeros(*x.shape[:2], spare, x.shape[-1])), 2) for x in (k, v))
@@ -136,17 +142,24 @@ class BudgetedCache:
         return priority.masked_fill(pos < 0, float("-inf"))
 
     def _evict_one(self, layer, weights, now):
-        """After a decoding step each head holds at most one entry over its budget: drop its lowest-priority
-        entry that is neither a sink nor in the recent window (as :meth:`_priority`, in fewer operations)."""
+        """After a decoding step a head holds at most one entry over its budget. Such a head drops its
+        ``slack[layer]`` lowest-priority entries that are neither sinks nor in the recent window (as
+        :meth:`_priority`, in fewer operations), so the next ``slack - 1`` tokens go into freed slots and nothing
+        is ranked until the head is over again."""
         w = self.width[layer]
-        pos, score = self.positions[layer][:, :, :w], self.scores[layer][:, :, :w]
-        score.copy_(self.policy.accumulate(score, weights, False))
-        over = (pos >= 0).sum(-1, keepdim=True) > self.budgets[layer][:, None]  # (B, H, 1)
+        pos, stored = self.positions[layer][:, :, :w], self.scores[layer][:, :, :w]
+        score = self.policy.accumulate(stored, weights, False)
+        if score is not stored:  # a policy that did not update in place
+            stored.copy_(score)
+        over = self.count[layer] > self.budgets[layer][:, None]  # (B, H, 1)
         if over.any():
+            slack = self.slack[layer]
+            self.count[layer] -= over.long() * slack
             sinks, window = self._protected[layer]
             candidate = (pos >= sinks[:, None]) & (pos <= now - window[:, None])  # excludes empty slots (-1)
-            victim = torch.where(candidate, self.policy.priority(score, pos), float("inf")).argmin(-1, keepdim=True)
-            pos.scatter_(2, victim, torch.where(over, -1, pos.gather(2, victim)))
+            priority = torch.where(candidate, self.policy.priority(score, pos), float("inf"))
+            victims = priority.topk(slack, dim=-1, largest=False).indices if slack > 1 else priority.argmin(-1, True)
+            pos.scatter_(2, victims, torch.where(over, -1, pos.gather(2, victims)))
 
     def _select(self, layer, score, pos):
         """Slot indices (B, H, S') to keep, and which of them hold an entry."""

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ..transformer.llama import Llama
-from ..transformer.retrieval import VALUE_DIGITS, RetrievalBatch
+from ..transformer.retrieval import VALUE_DIGITS
 
 
 @torch.no_grad()
@@ -45,13 +45,15 @@ def perplexity(model: Llama, tokens: torch.Tensor, prefill: int, make_cache: Cal
 
 
 @torch.no_grad()
-def answers_correct(model: Llama, task: RetrievalBatch, make_cache: Callable, batch: int = 64) -> torch.Tensor:
-    """(N,) bool: whether greedy decoding after the context reproduces the first query's whole value. The
-    true digits are fed back, so the first wrong digit decides, as in greedy decoding."""
-    a = task.answer_start
+def answers_correct(model: Llama, tokens: torch.Tensor, answer_start: int, make_cache: Callable, batch: int = 64
+                    ) -> torch.Tensor:
+    """(N,) bool: whether greedy decoding after the context ``tokens[:, :answer_start]`` reproduces the value of
+    ``VALUE_DIGITS`` digits that follows. The true digits are fed back, so the first wrong digit decides, as in
+    greedy decoding."""
+    a = answer_start
     correct = []
-    for first in range(0, task.tokens.shape[0], batch):
-        x = task.tokens[first:first + batch]
+    for first in range(0, tokens.shape[0], batch):
+        x = tokens[first:first + batch]
         cache = make_cache()
         logits = model(x[:, :a], cache=cache)[:, -1]
         ok = logits.argmax(-1) == x[:, a]

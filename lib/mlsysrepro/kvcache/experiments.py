@@ -187,8 +187,7 @@ def _run(task: EvalTask):
     make_cache = FullCache if task.allocation is None else (lambda: task.allocation.cache(policy))
     if task.kind == "ppl":
         return float(decode_nll(model, task.tokens, task.tokens.shape[1] // 2, make_cache).mean().exp())
-    batch = RetrievalBatch(task.tokens, task.answer_start, torch.zeros(0), torch.zeros(0))
-    return answers_correct(model, batch, make_cache)
+    return answers_correct(model, task.tokens, task.answer_start, make_cache)
 
 
 def _evaluation_key(settings):

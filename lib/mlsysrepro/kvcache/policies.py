@@ -39,7 +39,8 @@ class Policy:
 
     def accumulate(self, score: torch.Tensor, weights: torch.Tensor, prefill: bool) -> torch.Tensor:
         """The new score (B, H, S) after the queries' attention ``weights`` (B, H, T, S), summed over a KV head's
-        query heads; ``prefill`` when these are the first tokens of the sequences."""
+        query heads; ``prefill`` when these are the first tokens of the sequences. May update ``score`` in place
+        (the cache owns it)."""
         return score
 
     def priority(self, score: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
@@ -70,7 +71,7 @@ class H2O(Policy):
         return _split(budgets, torch.zeros_like(budgets), (budgets * self.recent_fraction).long())
 
     def accumulate(self, score, weights, prefill):
-        return score + weights.sum(2)
+        return score.add_(weights.sum(2))
 
     def priority(self, score, positions):
         return score
@@ -89,7 +90,7 @@ class SnapKV(Policy):
         if prefill:
             votes = weights[:, :, -self.window:].sum(2)
             return F.max_pool1d(votes, self.kernel, stride=1, padding=self.kernel // 2)
-        return score * (1 - 1 / self.window) + weights.sum(2)
+        return score.mul_(1 - 1 / self.window).add_(weights.sum(2))
 
     def priority(self, score, positions):
         return score

@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .lstm import LSTM, Drop, masked_projection
+from .lstm import LSTM, masked_projection
 
 
 class WordLM(nn.Module):

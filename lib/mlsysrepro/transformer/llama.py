@@ -90,15 +90,15 @@ class Attention(nn.Module):
         if cache is None:  # one pass over whole sequences (positions increase along T): the fused causal kernel
             context = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
             return self.out(context.transpose(1, 2).reshape(b, t, -1))
-        keys, values, key_pos = cache.update(self.layer, k, v, positions)
-        group = cfg.heads // cfg.kv_heads  # query heads per KV head
-        keys, values = keys.repeat_interleave(group, 1), values.repeat_interleave(group, 1)
-        key_pos = key_pos.repeat_interleave(group, 1)  # (B, heads, S)
-        scores = q @ keys.transpose(-1, -2) / cfg.head_dim ** 0.5  # (B, heads, T, S)
+        keys, values, key_pos = cache.update(self.layer, k, v, positions)  # (B, kv_heads, S, ...)
+        group = cfg.heads // cfg.kv_heads  # query heads per KV head: they read its keys without copying them
+        q = q.reshape(b, cfg.kv_heads, group * t, cfg.head_dim)
+        scores = (q @ keys.transpose(-1, -2) / cfg.head_dim ** 0.5).view(b, cfg.kv_heads, group, t, -1)
         visible = (key_pos[:, :, None, :] >= 0) & (key_pos[:, :, None, :] <= positions[:, None, :, None])
-        weights = scores.masked_fill(~visible, float("-inf")).softmax(-1)
-        cache.observe(self.layer, weights)
-        return self.out((weights @ values).transpose(1, 2).reshape(b, t, -1))
+        weights = scores.masked_fill(~visible[:, :, None], float("-inf")).softmax(-1).flatten(1, 2)
+        cache.observe(self.layer, weights)  # (B, heads, T, S)
+        context = weights.view(b, cfg.kv_heads, group * t, -1) @ values  # (B, kv_heads, group * T, d)
+        return self.out(context.view(b, cfg.heads, t, cfg.head_dim).transpose(1, 2).reshape(b, t, -1))
 
 
 class SwiGLU(nn.Module):
