@@ -199,3 +199,17 @@ def test_large_heads_evict_a_slack_of_entries_at_once_and_still_never_exceed_the
     assert cache.slack == [2, 3]
     fewest = torch.stack(low)[-20:].min(0).values  # once full, a head dips at most slack - 1 below its budget
     assert torch.equal(fewest, (budgets - torch.tensor([[1], [2]]))[:, None, :].expand_as(fewest))
+
+
+@torch.no_grad()
+def test_the_slack_never_evicts_protected_entries(model):
+    """H2O with a recent window as large as the budget protects every entry but the oldest: even with a slack of
+    2, one entry goes per step and the head keeps exactly the last 70 positions."""
+    cache = BudgetedCache(torch.tensor([[70, 70], [70, 70]]), H2O(recent_fraction=1.0))
+    tokens = torch.randint(0, 50, (1, 100), generator=torch.Generator().manual_seed(4))
+    model(tokens[:, :10], cache=cache)
+    for t in range(10, 100):
+        model(tokens[:, t:t + 1], torch.full((1, 1), t), cache)
+        kept = cache.positions[0][0, 0]
+        assert sorted(kept[kept >= 0].tolist()) == list(range(max(0, t - 69), t + 1))
+    assert cache.slack == [2, 2]

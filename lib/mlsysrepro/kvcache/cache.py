@@ -8,9 +8,11 @@
    (:mod:`.policies`), and then every head that holds more than its budget keeps its protected entries (sinks,
    recent window) and its highest-priority ones up to the budget.
 
-So between steps no head ever holds more than its budget. A layer is stored as tensors (B, kv_heads, S, d) with
-S the largest budget of the layer; a head with a smaller budget marks its unused slots with position -1, which
-attention masks (:mod:`mlsysrepro.transformer.llama`). The slots are allocated, the entries are what is kept:
+So between steps no head ever holds more than its budget. While decoding, a token is written in place into a
+free slot, and a head over its budget drops its ``slack`` lowest-priority unprotected entries at once (1 for
+budgets under 64, a 32nd of the layer's smallest budget above), so ranking runs every few steps. A layer is stored
+as tensors (B, kv_heads, S, d) with S one more than the largest budget of the layer; a head with a smaller budget
+marks its unused slots with position -1, which attention masks (:mod:`mlsysrepro.transformer.llama`). The slots are allocated, the entries are what is kept:
 :meth:`BudgetedCache.allocated_bytes` and :meth:`BudgetedCache.held_bytes` report both.
 
 With ``pooled=True`` a layer's budgets form one pool (AdaKV, Feng et al. 2024): the layer keeps its
@@ -154,12 +156,17 @@ class BudgetedCache:
         over = self.count[layer] > self.budgets[layer][:, None]  # (B, H, 1)
         if over.any():
             slack = self.slack[layer]
-            self.count[layer] -= over.long() * slack
             sinks, window = self._protected[layer]
             candidate = (pos >= sinks[:, None]) & (pos <= now - window[:, None])  # excludes empty slots (-1)
             priority = torch.where(candidate, self.policy.priority(score, pos), float("inf"))
             victims = priority.topk(slack, dim=-1, largest=False).indices if slack > 1 else priority.argmin(-1, True)
-            pos.scatter_(2, victims, torch.where(over, -1, pos.gather(2, victims)))
+            if slack > 1:  # fewer candidates than the slack: only the candidates go
+                evict = over & candidate.gather(2, victims)
+                self.count[layer] -= evict.sum(-1, keepdim=True)
+            else:
+                evict = over
+                self.count[layer] -= over.long()
+            pos.scatter_(2, victims, torch.where(evict, -1, pos.gather(2, victims)))
 
     def _select(self, layer, score, pos):
         """Slot indices (B, H, S') to keep, and which of them hold an entry."""
