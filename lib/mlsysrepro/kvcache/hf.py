@@ -20,6 +20,8 @@ import torch
 from transformers import AttentionInterface
 from transformers.cache_utils import Cache
 
+from ..transformer.llama import attend
+
 ATTENTION = "mlsysrepro_budgeted"
 
 
@@ -55,18 +57,13 @@ class HFCache(Cache):
 
 
 def attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
-    """Eager attention over what the cache returned, masked by positions (key n visible to query m iff
-    0 <= n <= m), the weights passed to the cache's ``observe``."""
+    """Our masked attention (:func:`mlsysrepro.transformer.llama.attend`) over what the cache returned, the
+    weights passed to the cache's ``observe``; HuggingFace's own mask is not used."""
     cache = module.mlsysrepro_cache
     key_pos, query_pos = cache.positions[module.layer_idx]
-    group = query.shape[1] // key.shape[1]
-    keys, values = key.repeat_interleave(group, 1), value.repeat_interleave(group, 1)
-    key_pos = key_pos.repeat_interleave(group, 1)
-    scores = query @ keys.transpose(-1, -2) * scaling
-    visible = (key_pos[:, :, None, :] >= 0) & (key_pos[:, :, None, :] <= query_pos[:, None, :, None])
-    weights = scores.masked_fill(~visible, float("-inf")).softmax(-1)
+    context, weights = attend(query, key, value, key_pos, query_pos, scaling)
     cache.inner.observe(module.layer_idx, weights)
-    return (weights @ values).transpose(1, 2).contiguous(), weights
+    return context.transpose(1, 2).contiguous(), weights
 
 
 AttentionInterface.register(ATTENTION, attention)

@@ -73,6 +73,22 @@ def rotate(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tenso
     return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
 
 
+def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_pos: torch.Tensor,
+           positions: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention of queries ``q`` (B, heads, T, d) at ``positions`` (B, T) over what a cache returned: ``keys``,
+    ``values`` (B, kv_heads, S, d) at ``key_pos`` (B, kv_heads, S), masked by position (``0 <= n <= m``). The
+    query heads of a KV head read its keys through one grouped matmul, without copying them. Returns the context
+    (B, heads, T, d) and the weights (B, heads, T, S)."""
+    b, heads, t, d = q.shape
+    kv_heads = keys.shape[1]
+    group = heads // kv_heads
+    scores = (q.reshape(b, kv_heads, group * t, d) @ keys.transpose(-1, -2) * scale).view(b, kv_heads, group, t, -1)
+    visible = (key_pos[:, :, None, :] >= 0) & (key_pos[:, :, None, :] <= positions[:, None, :, None])
+    weights = scores.masked_fill(~visible[:, :, None], float("-inf")).softmax(-1)
+    context = weights.view(b, kv_heads, group * t, -1) @ values  # (B, kv_heads, group * T, d)
+    return context.view(b, heads, t, d), weights.flatten(1, 2)
+
+
 class Attention(nn.Module):
     def __init__(self, cfg: LlamaConfig, layer: int):
         super().__init__()
@@ -91,14 +107,9 @@ class Attention(nn.Module):
             context = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
             return self.out(context.transpose(1, 2).reshape(b, t, -1))
         keys, values, key_pos = cache.update(self.layer, k, v, positions)  # (B, kv_heads, S, ...)
-        group = cfg.heads // cfg.kv_heads  # query heads per KV head: they read its keys without copying them
-        q = q.reshape(b, cfg.kv_heads, group * t, cfg.head_dim)
-        scores = (q @ keys.transpose(-1, -2) / cfg.head_dim ** 0.5).view(b, cfg.kv_heads, group, t, -1)
-        visible = (key_pos[:, :, None, :] >= 0) & (key_pos[:, :, None, :] <= positions[:, None, :, None])
-        weights = scores.masked_fill(~visible[:, :, None], float("-inf")).softmax(-1).flatten(1, 2)
-        cache.observe(self.layer, weights)  # (B, heads, T, S)
-        context = weights.view(b, cfg.kv_heads, group * t, -1) @ values  # (B, kv_heads, group * T, d)
-        return self.out(context.view(b, cfg.heads, t, cfg.head_dim).transpose(1, 2).reshape(b, t, -1))
+        context, weights = attend(q, keys, values, key_pos, positions, cfg.head_dim ** -0.5)
+        cache.observe(self.layer, weights)
+        return self.out(context.transpose(1, 2).reshape(b, t, -1))
 
 
 class SwiGLU(nn.Module):
