@@ -79,21 +79,31 @@ def test_an_unknown_optimizer_is_rejected():
 def test_translation_is_off_below_paper_scale_and_says_what_it_needs(monkeypatch):
     assert E.translation_runs(settings()) is None
     monkeypatch.setattr(E, "load_registry", lambda: {})
-    with pytest.raises(E.DatasetError, match="iwslt15_en_vi"):
+    with pytest.raises(E.DatasetError, match="'iwslt14_de_en'.*prepare-iwslt14.sh.*'iwslt15_en_vi'.*Stanford"):
         E.translation_runs(settings(translation=True))
+    monkeypatch.setattr(E, "load_registry", lambda: {"iwslt15_en_vi": None})
+    with pytest.raises(E.DatasetError) as missing:
+        E.translation_runs(settings(translation=True))
+    assert "iwslt14_de_en" in str(missing.value) and "iwslt15_en_vi" not in str(missing.value)
+
+
+@pytest.mark.parametrize("pairs", [["fr-en"], []])
+def test_the_translation_pairs_name_their_allowed_values(pairs):
+    with pytest.raises(ValueError, match=r"parameter 'mt_pairs' must be a non-empty list of \['de-en', 'en-vi'\]"):
+        E.translation_runs(settings(mt_pairs=pairs))
 
 
 def test_a_translation_run_reports_dev_and_test_bleu(tmp_path, monkeypatch):
-    """The whole IWSLT path on a tiny parallel corpus in the release's file layout (targets = reversed sources)."""
+    """The whole IWSLT path on a tiny parallel corpus in De-En's file layout (targets = reversed sources)."""
     g = torch.Generator().manual_seed(0)
     words = "a b c d e f".split()
-    for split, n in (("train", 300), ("tst2012", 20), ("tst2013", 20)):
+    for split, n in zip(E.IWSLT["de-en"].splits, (300, 20, 20)):
         sources = [[words[i] for i in torch.randint(6, (4,), generator=g).tolist()] for _ in range(n)]
-        (tmp_path / f"{split}.en").write_text("\n".join(" ".join(s) for s in sources))
-        (tmp_path / f"{split}.vi").write_text("\n".join(" ".join(w.upper() for w in reversed(s)) for s in sources))
-    monkeypatch.setattr(E, "fetch", lambda name: tmp_path)
+        (tmp_path / f"{split}.de").write_text("\n".join(" ".join(s) for s in sources))
+        (tmp_path / f"{split}.en").write_text("\n".join(" ".join(w.upper() for w in reversed(s)) for s in sources))
+    monkeypatch.setattr(E, "fetch", lambda name: tmp_path if name == "iwslt14_de_en" else None)
     knobs = {"seeds": 1, "p": 0.1, "mt_hidden": 16, "mt_epochs": 2, "mt_batch": 16, "device": "cpu"}
-    out = E._train_translation(E.Task("iwslt", "structured", 0, knobs))
+    out = E._train_translation(E.Task("de-en", "structured", 0, knobs))
     assert [row["epoch"] for row in out["curve"]] == [1, 2]
     assert 0.0 <= out["test"] <= 100.0 and out["valid"] == out["curve"][-1]["metric"]
 

@@ -1,7 +1,9 @@
+import pytest
 import torch
 
 from mlsysrepro.core import fetch
-from mlsysrepro.sparsity.text_data import EOS, batchify, bptt_windows, load_conll2003, load_iwslt15, load_ptb, pad_ids
+from mlsysrepro.sparsity.text_data import (EOS, IWSLT, batchify, bptt_windows, load_conll2003, load_parallel, load_ptb,
+                                          pad_ids)
 
 
 def test_ptb_has_mikolovs_vocabulary_and_token_counts():
@@ -28,11 +30,25 @@ def test_bptt_windows_shift_targets_by_one_token():
 
 
 def test_iwslt15_test_sets_pair_every_line_and_drop_the_byte_order_mark():
-    data = load_iwslt15(fetch("iwslt15_en_vi_test"), splits=("tst2012", "tst2013"))
+    data = load_parallel(fetch("iwslt15_en_vi_test"), IWSLT["en-vi"], splits=("tst2012", "tst2013"))
     assert [len(data[s].source) for s in ("tst2012", "tst2013")] == [1553, 1268]
     assert all(len(data[s].target) == len(data[s].source) for s in data)
     assert data["tst2013"].target[0][0][0] != "\ufeff"
     assert data["tst2012"].source[1] == "This is not a finished story .".split()
+
+
+def test_a_de_en_release_reads_german_sources_and_english_targets_and_rejects_unpaired_lines(tmp_path):
+    """IWSLT'14 De-En in the layout prepare-iwslt14.sh writes: train/valid/test, one .de and one .en per split."""
+    release = IWSLT["de-en"]
+    for split in release.splits:
+        (tmp_path / f"{split}.de").write_text(f"das ist {split} .\nzwei\n", encoding="utf-8")
+        (tmp_path / f"{split}.en").write_text(f"this is {split} .\ntwo\n", encoding="utf-8")
+    data = load_parallel(tmp_path, release)
+    assert list(data) == ["train", "valid", "test"]
+    assert data["valid"].source[0] == ["das", "ist", "valid", "."] and data["valid"].target[1] == ["two"]
+    (tmp_path / "test.en").write_text("one line only\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="test: 2 de lines but 1 en ones"):
+        load_parallel(tmp_path, release)
 
 
 def test_pad_ids_pads_with_zero_and_keeps_lengths():

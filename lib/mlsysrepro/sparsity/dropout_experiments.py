@@ -8,8 +8,8 @@
   period, and ``torch.nn.LSTM``;
 - :func:`stage_breakdown` — forward, backward-data and backward-weight of the LM's GEMMs that read a
   dropped state, dense against compacted, beside the ideal speed-up ``1 / (1 - p)``;
-- :func:`translation_runs` — IWSLT'15 En-Vi BLEU per dropout mode, when ``translation`` is on and the
-  training set is registered (``scale=paper``).
+- :func:`translation_runs` — IWSLT'14 De-En and IWSLT'15 En-Vi BLEU per dropout mode, when ``translation`` is
+  on and the training sets are registered (``scale=paper``).
 
 Two sizes on purpose: the accuracy rows train reduced models on a subset of the data (two CPU cores
 cannot train PTB "medium" for 39 epochs); the speed rows time the paper's full-size models, one
@@ -34,7 +34,7 @@ from .bleu import corpus_bleu
 from .models import Tagger, Translator, WordLM
 from .reference import TorchTagger, TorchWordLM
 from .span_f1 import span_f1
-from .text_data import UNK, batchify, build_vocab, load_conll2003, load_iwslt15, load_ptb, pad_batch
+from .text_data import IWSLT, UNK, batchify, build_vocab, load_conll2003, load_parallel, load_ptb, pad_batch
 from .training import perplexity, tag, train_lm, train_tagger, train_translator, translate
 
 #: The modes trained for the accuracy table (the paper's case III beside I, II and IV).
@@ -50,24 +50,24 @@ PRESETS = {
         ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01,
         conll_embedding=16, conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
         speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
-        speed_repeats=1, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False, mt_hidden=32, mt_epochs=1,
-        mt_batch=64, device="cpu",
+        speed_repeats=1, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False, mt_pairs=["de-en", "en-vi"],
+        mt_hidden=32, mt_epochs=1, mt_batch=64, device="cpu",
     ),
     "default": dict(
         seeds=3, p=0.5, ptb_hidden=64, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.12, ptb_epochs=3,
         ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=10_000, ptb_test_tokens=0, conll_fraction=0.2,
         conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=3, conll_lr=0.005, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
-        speed_periods=[5], speed_repeats=5, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False, mt_hidden=256,
-        mt_epochs=12, mt_batch=64, device="cpu",
+        speed_periods=[5], speed_repeats=5, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False,
+        mt_pairs=["de-en", "en-vi"], mt_hidden=256, mt_epochs=12, mt_batch=64, device="cpu",
     ),
     "paper": dict(
         seeds=3, p=0.5, ptb_hidden=650, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39,
         ptb_lr=1.0, ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
         conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
-        speed_periods=[5], speed_repeats=10, ppl_tolerance=0.02, f1_tolerance=0.5, translation=True, mt_hidden=512,
-        mt_epochs=12, mt_batch=64, device="cuda",
+        speed_periods=[5], speed_repeats=10, ppl_tolerance=0.02, f1_tolerance=0.5, translation=True,
+        mt_pairs=["de-en", "en-vi"], mt_hidden=512, mt_epochs=12, mt_batch=64, device="cuda",
     ),
 }
 
@@ -76,10 +76,8 @@ PRESETS = {
 ACCURACY_KNOBS = tuple(name for name in PRESETS["default"]
                        if not name.startswith(("speed_", "mt_", "translation")) and "tolerance" not in name)
 #: The knobs of the translation rows.
-TRANSLATION_KNOBS = ("seeds", "p", "mt_hidden", "mt_epochs", "mt_batch", "device")
+TRANSLATION_KNOBS = ("seeds", "p", "mt_pairs", "mt_hidden", "mt_epochs", "mt_batch", "device")
 DEVICES = ("cpu", "cuda")
-#: The registry name of the IWSLT'15 En-Vi release with its training set (not registered here: see load_iwslt15).
-IWSLT_TRAIN = "iwslt15_en_vi"
 
 
 def check_device(device: str) -> torch.device:
@@ -107,7 +105,7 @@ def head(ids: torch.Tensor, tokens: int) -> torch.Tensor:
 class Task:
     """One accuracy run: which task, dropout mode and seed, with the settings it needs."""
 
-    task: str  # "ptb" or "conll"
+    task: str  # "ptb", "conll", or an IWSLT pair ("de-en", "en-vi")
     mode: str
     seed: int
     knobs: dict
@@ -208,45 +206,54 @@ def _indexed(sentences: list[list[str]], vocab: list[str]) -> list[list[int]]:
 
 
 def _train_translation(t: Task) -> dict:
-    """One IWSLT'15 En-Vi run: train on ``train``, dev BLEU on ``tst2012`` per epoch, test BLEU on ``tst2013``."""
-    k = t.knobs
-    data = load_iwslt15(fetch(IWSLT_TRAIN))
-    src_vocab = build_vocab(data["train"].source, min_count=2, lower=False)
-    tgt_vocab = build_vocab(data["train"].target, min_count=2, lower=False) + [BOS, EOS]
+    """One run on the IWSLT release ``t.task`` (:data:`.text_data.IWSLT`): train on its training split, dev BLEU
+    per epoch, test BLEU at the end."""
+    k, release = t.knobs, IWSLT[t.task]
+    train, dev, test = release.splits
+    data = load_parallel(fetch(release.dataset), release)
+    src_vocab = build_vocab(data[train].source, min_count=2, lower=False)
+    tgt_vocab = build_vocab(data[train].target, min_count=2, lower=False) + [BOS, EOS]
     bos, eos = len(tgt_vocab) - 2, len(tgt_vocab) - 1
     pairs = {split: list(zip(_indexed(d.source, src_vocab), _indexed(d.target, tgt_vocab)))
              for split, d in data.items()}
     torch.manual_seed(t.seed)
     model = Translator(len(src_vocab), len(tgt_vocab), k["mt_hidden"], 2, k["p"], t.mode).to(k["device"])
-    rows = train_translator(model, pairs["train"], pairs["tst2012"], k["mt_epochs"],
+    rows = train_translator(model, pairs[train], pairs[dev], k["mt_epochs"],
                             torch.Generator().manual_seed(t.seed), bos, eos, batch_size=k["mt_batch"])
-    hypotheses = translate(model, [s for s, _ in pairs["tst2013"]], bos, eos)
+    hypotheses = translate(model, [s for s, _ in pairs[test]], bos, eos)
     words = [[tgt_vocab[i] for i in h] for h in hypotheses]
     return {"curve": [{"epoch": r["epoch"], "metric": r["dev_bleu"]} for r in rows], "valid": rows[-1]["dev_bleu"],
-            "test": corpus_bleu(words, data["tst2013"].target)["bleu"]}
+            "test": corpus_bleu(words, data[test].target)["bleu"]}
 
 
 def translation_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
-    """IWSLT'15 En-Vi (Luong & Manning's release): BLEU on tst2013 per dropout mode and seed, and dev BLEU
-    (tst2012) per epoch; None when ``settings.translation`` is off.
+    """The paper's translation rows: for every pair in ``mt_pairs`` (:data:`.text_data.IWSLT`: IWSLT'14 De-En,
+    IWSLT'15 En-Vi), test BLEU per dropout mode and seed, and dev BLEU per epoch; None when ``settings.translation``
+    is off.
 
-    Needs the training set registered as :data:`IWSLT_TRAIN` (133 K pairs, not obtainable here); raises a
-    :class:`DatasetError` that says how otherwise. The test sets alone are too small to train a translator
-    that reaches a meaningful BLEU, so there is no reduced setting.
+    Needs each pair's training set in the registry (IWSLT'15 En-Vi: 133 K pairs; IWSLT'14 De-En: 160 K; neither is
+    obtainable here); raises a :class:`DatasetError` that says where the files come from otherwise. The test sets
+    alone are too small to train a translator that reaches a meaningful BLEU, so there is no reduced setting.
     """
+    unknown = [pair for pair in settings.mt_pairs if pair not in IWSLT]
+    if unknown or not settings.mt_pairs:
+        raise ValueError(f"parameter 'mt_pairs' must be a non-empty list of {list(IWSLT)}, got {settings.mt_pairs!r}")
     if not settings.translation:
         return None
-    if IWSLT_TRAIN not in load_registry():
+    registry = load_registry()
+    missing = [IWSLT[pair] for pair in settings.mt_pairs if IWSLT[pair].dataset not in registry]
+    if missing:
         raise DatasetError(
-            f"the translation rows need IWSLT'15 En-Vi's training set, registered as {IWSLT_TRAIN!r} in "
-            "lib/mlsysrepro/core/datasets.json with the sha256 and URLs of train.en, train.vi, tst2012.en/.vi and "
-            "tst2013.en/.vi (Stanford NMT release, nlp.stanford.edu/projects/nmt); set translation=False to skip them")
+            "the translation rows need the IWSLT training sets, registered in lib/mlsysrepro/core/datasets.json with "
+            "the sha256 and URL of every split's files (<split>.<language>): "
+            + "; ".join(f"{r.dataset!r}, splits {', '.join(r.splits)}, from {r.origin}" for r in missing)
+            + "; set translation=False to skip them, or mt_pairs to the registered pairs")
     check_device(settings.device)
     knobs = {name: getattr(settings, name) for name in TRANSLATION_KNOBS}
-    tasks = [Task("iwslt", mode, settings.seed + s, knobs)
-             for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
-    return _trained("translation_runs", settings, knobs, tasks, _train_translation, lambda: fetch(IWSLT_TRAIN),
-                    workers, "translation runs")
+    tasks = [Task(pair, mode, settings.seed + s, knobs)
+             for pair in settings.mt_pairs for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
+    return _trained("translation_runs", settings, knobs, tasks, _train_translation,
+                    lambda: [fetch(IWSLT[pair].dataset) for pair in settings.mt_pairs], workers, "translation runs")
 
 
 # -- speed --------------------------------------------------------------------------------------------------
@@ -396,7 +403,8 @@ def settings_vs_paper(settings) -> pd.DataFrame:
                      f"{s.ptb_fraction:.0%} of the training stream (speed: 2 x {s.speed_hidden}, full size)",
         "CoNLL-2003 model": f"BiLSTM {s.conll_embedding} / {s.conll_hidden}, {s.conll_epochs} epochs on "
                             f"{s.conll_fraction:.0%} of the training sentences",
-        "translation": (f"LSTM encoder-decoder, 2 x {s.mt_hidden}, {s.mt_epochs} epochs on IWSLT'15 En-Vi"
+        "translation": (f"LSTM encoder-decoder, 2 x {s.mt_hidden}, {s.mt_epochs} epochs on IWSLT "
+                        + " and ".join(s.mt_pairs)
                         if s.translation else "not run (no IWSLT training set offline)"),
         "dropout rates": ", ".join(map(str, s.speed_ps)) + f" (speed); {s.p} (accuracy)",
         "hardware": (torch.cuda.get_device_name() if s.device == "cuda" and torch.cuda.is_available()

@@ -5,7 +5,8 @@
   for truncated back-propagation through time (Zaremba et al., 2014).
 - :func:`load_conll2003`: CoNLL-2003 English NER (word, tag) sentences, ``-DOCSTART-`` lines dropped,
   and :func:`pad_batch` for a tagger.
-- :func:`load_iwslt15`: IWSLT'15 English-Vietnamese sentence pairs, and :func:`pad_ids` for a translator.
+- :func:`load_parallel`: the sentence pairs of an IWSLT release (:data:`IWSLT`: IWSLT'15 En-Vi, IWSLT'14
+  De-En), and :func:`pad_ids` for a translator.
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def build_vocab(sentences: list[list[str]], min_count: int = 1, lower: bool = Tr
     return [PAD, UNK] + [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count]
 
 
-def pad_batch(sentences: list[list[str]], index: dict[str, int], lower: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+def pad_batch(sentences: list[list[str]], index: dict[str, int],
+              lower: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
     """(steps, batch) ids padded with ``<pad>`` (id 0) and the (batch,) lengths."""
     lengths = torch.tensor([len(s) for s in sentences])
     ids = torch.zeros(int(lengths.max()), len(sentences), dtype=torch.long)
@@ -109,22 +111,37 @@ class Parallel:
     target: list[list[str]]
 
 
-#: The IWSLT'15 English-Vietnamese release of Luong & Manning (Stanford NMT): training set and the two test sets.
-IWSLT15_SPLITS = ("train", "tst2012", "tst2013")
+@dataclass(frozen=True)
+class Release:
+    """A parallel corpus as it ships, one tokenised sentence per line in ``<split>.<language>``: its registry
+    name, its language pair, its train / dev / test splits and where its files come from."""
+
+    dataset: str
+    source: str
+    target: str
+    splits: tuple[str, str, str]
+    origin: str
 
 
-def load_iwslt15(root: Path, splits: tuple[str, ...] = IWSLT15_SPLITS) -> dict[str, Parallel]:
-    """``{split: Parallel}`` of tokenised English sources and Vietnamese targets, from ``<split>.en`` and
-    ``<split>.vi`` (one sentence per line, as the Stanford NMT release ships them; a leading byte-order mark
-    is dropped).
+#: The paper's two translation tasks, by the ``mt_pair`` knob. Neither training set is in the registry here.
+IWSLT = {
+    "de-en": Release("iwslt14_de_en", "de", "en", ("train", "valid", "test"),
+                     "IWSLT'14 German-English as fairseq's examples/translation/prepare-iwslt14.sh leaves it in its "
+                     "tmp/ folder (tokenised and lower-cased, before BPE)"),
+    "en-vi": Release("iwslt15_en_vi", "en", "vi", ("train", "tst2012", "tst2013"),
+                     "IWSLT'15 English-Vietnamese, Luong & Manning's Stanford NMT release (nlp.stanford.edu/projects/nmt)"),
+}
 
-    The registry holds only the test sets (``iwslt15_en_vi_test``); the training set (133 K pairs) must be added
-    as ``iwslt15_en_vi`` with its files' sha256 and URLs to run the paper's translation rows."""
+
+def load_parallel(root: Path, release: Release, splits: tuple[str, ...] | None = None) -> dict[str, Parallel]:
+    """``{split: Parallel}`` of tokenised sentence pairs, read from ``<split>.<source>`` and ``<split>.<target>``
+    under ``root`` (a leading byte-order mark is dropped); ``splits`` defaults to the release's three."""
     out = {}
-    for split in splits:
-        lines = [(root / f"{split}.{lang}").read_text(encoding="utf-8-sig").splitlines() for lang in ("en", "vi")]
+    for split in splits or release.splits:
+        lines = [(root / f"{split}.{lang}").read_text(encoding="utf-8-sig").splitlines()
+                 for lang in (release.source, release.target)]
         if len(lines[0]) != len(lines[1]):
-            raise ValueError(f"{split}: {len(lines[0])} English lines but {len(lines[1])} Vietnamese ones")
+            raise ValueError(f"{split}: {len(lines[0])} {release.source} lines but {len(lines[1])} {release.target} ones")
         out[split] = Parallel([s.split() for s in lines[0]], [s.split() for s in lines[1]])
     return out
 
