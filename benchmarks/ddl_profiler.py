@@ -8,9 +8,9 @@ the hook's per-bucket log) and uninstrumented (one clock around the whole loop, 
 alternately, ``--repeats`` times each, in one launch of 2 gloo processes (one thread each). Two
 configurations: RUN0 (each process alone: clocks only) and RUN1 on an emulated p3.16xlarge (DDP, the hook on
 its emulated NVLink). Each instrumented run is paired with the uninstrumented run beside it (which goes
-first alternates), so the machine's slow drift cancels in the pair; the script prints the median wall times and the median and
-interquartile range of the paired ratios instrumented / uninstrumented - 1. The issue's target: overhead
-under 5 %.
+first alternates), so the machine's slow drift cancels in the pair; the script prints the median wall times
+and the median and interquartile range of the paired ratios instrumented / uninstrumented - 1. The issue's
+target: overhead under 5 %.
 
 Not a test: timings depend on the machine; compare the ratios.
 """

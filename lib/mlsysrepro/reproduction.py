@@ -53,7 +53,8 @@ def paper_table() -> str:
 def _paper_section(paper: Paper, results: dict) -> list[str]:
     lines = [f"## {results['title']}", ""]
     if paper.is_paper:
-        lines += [f"{paper.venue}, {paper.link}. Notebook: [`notebooks/{paper.name}.ipynb`](notebooks/{paper.name}.ipynb).", ""]
+        notebook = f"notebooks/{paper.name}.ipynb"
+        lines += [f"{paper.venue}, {paper.link}. Notebook: [`{notebook}`]({notebook}).", ""]
     lines += [
         f"Scale `{results['scale']}`, seed {results['seed']}; claims held: {claims_held(results)}.",
         "",

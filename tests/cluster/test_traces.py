@@ -37,7 +37,8 @@ def test_gavel_msr_trace_uses_measured_throughputs():
     name = traces.gavel_trace_names()[0]
     trace = traces.load(name, TOPOLOGY)
     root = fetch("gavel_throughputs_traces")
-    first = (root / traces.GAVEL_TRACES / f"{name.removeprefix('gavel_')}.trace").read_text().splitlines()[0].split("\t")
+    trace_file = root / traces.GAVEL_TRACES / f"{name.removeprefix('gavel_')}.trace"
+    first = trace_file.read_text().splitlines()[0].split("\t")
     rates = json.loads((root / traces.GAVEL_THROUGHPUTS).read_text())["v100"]
     assert trace.model[0] == first[0] and trace.iterations[0] == float(first[4]) and trace.gpus[0] == int(first[6])
     if trace.gpus[0] == 1:  # one GPU: no all-reduce, so one iteration is exactly Gavel's measured step
@@ -81,7 +82,8 @@ def test_bad_trace_columns_are_refused():
     with pytest.raises(ValueError, match="needs >= 1 GPU"):
         Trace("bad", np.zeros(1), np.zeros(1, dtype=int), np.ones(1), np.ones(1), np.zeros(1), np.array(["x"]))
     with pytest.raises(ValueError, match="sorted"):
-        Trace("bad", np.array([1.0, 0.0]), np.ones(2, dtype=int), np.ones(2), np.ones(2), np.zeros(2), np.array(["x", "y"]))
+        Trace("bad", np.array([1.0, 0.0]), np.ones(2, dtype=int), np.ones(2), np.ones(2), np.zeros(2),
+              np.array(["x", "y"]))
 
 
 def test_a_users_job_table_in_helios_layout(tmp_path):

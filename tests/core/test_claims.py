@@ -52,7 +52,8 @@ def make_report(tmp_path, monkeypatch, scale="smoke"):
 def test_claim_verdict_is_computed_and_saved(tmp_path, monkeypatch):
     report = make_report(tmp_path, monkeypatch)
     assert report.claim("C1", "x is small", where="Fig. 1", paper_value=0.1, measured=0.05, rule=at_most(0.1)) is True
-    assert report.claim("C2", "y is big", where="Tab. 2", paper_value=10, measured=3.0, rule=at_least(10), note="tiny run") is False
+    assert report.claim("C2", "y is big", where="Tab. 2", paper_value=10, measured=3.0, rule=at_least(10),
+                        note="tiny run") is False
     report.metric("curve", torch.linspace(0, 1, 3))
     path = report.save()
     assert path == tmp_path / "smoke" / "figures" / "toy" / "results.json"

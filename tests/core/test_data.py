@@ -156,7 +156,8 @@ def test_registry_matches_the_shared_mirror():
         pytest.skip(f"{data.MIRROR_ENV} is not set")
     registry = data.load_registry()
     declared = {f"{d.mirror}/{rel}": f for d in registry.values() for rel, f in d.files.items()}
-    present = {p.relative_to(mirror).as_posix() for p in Path(mirror).rglob("*") if p.is_file() and p.name != "SOURCE.md"}
+    present = {p.relative_to(mirror).as_posix() for p in Path(mirror).rglob("*")
+               if p.is_file() and p.name != "SOURCE.md"}
     assert present == set(declared)
     for rel, entry in declared.items():
         assert data.sha256_of(Path(mirror) / rel) == entry.sha256, rel

@@ -15,7 +15,8 @@ def random_graph(num_nodes: int, num_edges: int, seed: int, skew: bool = False) 
     return CSRGraph.from_edge_index(torch.stack([src, dst]), num_nodes)
 
 
-def toy_data(num_nodes: int = 50, num_edges: int = 150, seed: int = 0, features: int = 6, classes: int = 3) -> GraphData:
+def toy_data(num_nodes: int = 50, num_edges: int = 150, seed: int = 0, features: int = 6,
+             classes: int = 3) -> GraphData:
     g = torch.Generator().manual_seed(seed)
     graph = random_graph(num_nodes, num_edges, seed)
     x = torch.randn(num_nodes, features, generator=g)

@@ -97,7 +97,8 @@ def test_llcg_without_correction_steps_is_psgd_pa_and_runs_repeat():
     data = toy_data(60, 240, seed=7)
     parting = partition_graph(data, 2, "metis", seed=0)
     psgd_log, psgd = run_serial(data, parting, LLCGConfig(method="psgd_pa", dropout=0.3, **SMALL), seed=1)
-    llcg0_log, llcg0 = run_serial(data, parting, LLCGConfig(method="llcg", server_steps=0, dropout=0.3, **SMALL), seed=1)
+    llcg0_log, llcg0 = run_serial(data, parting, LLCGConfig(method="llcg", server_steps=0, dropout=0.3, **SMALL),
+                                  seed=1)
     assert all(torch.equal(psgd[k], llcg0[k]) for k in psgd)
     again_log, _ = run_serial(data, parting, LLCGConfig(method="psgd_pa", dropout=0.3, **SMALL), seed=1)
     columns = ["val_score", "train_loss", "bytes"]

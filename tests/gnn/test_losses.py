@@ -50,9 +50,11 @@ def write_graphsaint(root, multilabel: bool):
              shape=np.array([30, 30]), format=np.array("csr"))
     rng = np.random.default_rng(0)
     np.save(root / "feats.npy", rng.normal(3.0, 2.0, size=(30, 5)).astype(np.float32))
-    labels = {str(i): ([int(v) for v in rng.random(4) < 0.5] if multilabel else int(rng.integers(3))) for i in range(30)}
+    labels = {str(i): ([int(v) for v in rng.random(4) < 0.5] if multilabel else int(rng.integers(3)))
+              for i in range(30)}
     (root / "class_map.json").write_text(json.dumps(labels))
-    (root / "role.json").write_text(json.dumps({"tr": list(range(20)), "va": list(range(20, 25)), "te": list(range(25, 30))}))
+    roles = {"tr": list(range(20)), "va": list(range(20, 25)), "te": list(range(25, 30))}
+    (root / "role.json").write_text(json.dumps(roles))
     return graph
 
 

@@ -3,7 +3,8 @@ Bhasi et al., arXiv 2401.16492).
 
 Public entry points:
 
-- :func:`.simulator.simulate` — the discrete-event simulator: a trace on a topology under a policy -> :class:`.simulator.Run`;
+- :func:`.simulator.simulate` — the discrete-event simulator: a trace on a topology under a policy ->
+  :class:`.simulator.Run`;
 - :func:`.policies.make_policy` — FIFO, SRSF, Tiresias (2D-LAS), Gandiva-like, Themis-like, Dally (auto-tuned and
   fixed timers), each an admission + ordering + placement;
 - :func:`.traces.load` — the real traces of the data registry as :class:`.jobs.Trace` objects;

@@ -180,8 +180,8 @@ def utilisation_curves(settings, policies=("fifo", BASELINE, "dally"), points: i
     trace, topology, lease = prepared(settings.main_trace, settings, settings.seed)
     frames = []
     for policy in policies:
-        run = simulate(trace, topology, make_policy(policy, las_threshold=settings.las_threshold_leases * lease,
-                                                    history=settings.history), lease, settings.checkpoint_leases * lease)
+        scheduler = make_policy(policy, las_threshold=settings.las_threshold_leases * lease, history=settings.history)
+        run = simulate(trace, topology, scheduler, lease, settings.checkpoint_leases * lease)
         times, busy = utilisation(run)
         grid = np.linspace(trace.arrival[0], times[-1], points)
         held = busy[np.clip(np.searchsorted(times, grid, side="right") - 1, 0, None)]

@@ -36,7 +36,8 @@ class Trace:
         n = len(self.arrival)
         for name in ("gpus", "iterations", "compute_seconds", "gradient_bytes", "model"):
             if len(getattr(self, name)) != n:
-                raise ValueError(f"trace {self.name!r}: column {name} has {len(getattr(self, name))} rows, arrival has {n}")
+                raise ValueError(f"trace {self.name!r}: column {name} has {len(getattr(self, name))} rows, "
+                                 f"arrival has {n}")
         if n == 0:
             raise ValueError(f"trace {self.name!r} has no jobs")
         if np.any(np.diff(self.arrival) < 0):
@@ -70,7 +71,8 @@ class Trace:
         volume = np.array([gradient_bytes(m) for m in models], dtype=float)
         return replace(self, model=models, gradient_bytes=volume)
 
-    def with_sensitive_share(self, share: float, seed: int, sensitive: str = "vgg16", robust: str = "resnet18") -> "Trace":
+    def with_sensitive_share(self, share: float, seed: int, sensitive: str = "vgg16",
+                             robust: str = "resnet18") -> "Trace":
         """A share ``share`` of the multi-GPU jobs (drawn with ``seed``) trains a communication-heavy model
         (``sensitive``), the others a light one (``robust``): the paper's sweep over network-sensitive jobs."""
         if not 0.0 <= share <= 1.0:

@@ -154,7 +154,8 @@ class DelayScheduling:
 
     def __init__(self, rack_wait: float | None = None, network_wait: float | None = None, history: int = 20):
         if (rack_wait is None) != (network_wait is None):
-            raise ValueError("rack_wait and network_wait must both be given (fixed timers) or both be None (auto-tuned)")
+            raise ValueError("rack_wait and network_wait must both be given (fixed timers) "
+                             "or both be None (auto-tuned)")
         self.fixed = None if rack_wait is None else (rack_wait, network_wait)
         self.history = history
         self.name = "delay (auto-tuned)" if self.fixed is None else f"delay ({rack_wait:g}, {network_wait:g})"

@@ -114,7 +114,8 @@ def gavel_calibration(throughputs: dict, topology: Topology, gpu: str = "v100") 
                 continue
             packed, apart = np.arange(scale), np.arange(scale) * topology.gpus_per_machine
             base = topology.allreduce_seconds(0.0, apart) - topology.allreduce_seconds(0.0, packed)
-            slope = (topology.allreduce_seconds(1e9, apart) - topology.allreduce_seconds(1e9, packed)) / 1e9 - base / 1e9
+            gap_at_1gb = topology.allreduce_seconds(1e9, apart) - topology.allreduce_seconds(1e9, packed)
+            slope = gap_at_1gb / 1e9 - base / 1e9
             volumes.append((1 / spread[key] - 1 / consolidated[key] - base) / slope)
         volume = max(float(np.mean(volumes)), 0.0) if volumes else 0.0
         compute = {}
@@ -150,7 +151,8 @@ def load_gavel(trace_path: Path, throughputs_path: Path, topology: Topology, nam
     return from_columns(name or Path(trace_path).stem, table.arrival, table.gpus, table.steps, compute,
                         table.job_type, volume=volume,
                         assumptions="V100 throughputs; gradient volume calibrated from measured consolidated vs "
-                                    "unconsolidated step times; unmeasured scales compute as the nearest measured one below")
+                                    "unconsolidated step times; unmeasured scales compute as the nearest "
+                                    "measured one below")
 
 
 def load_alibaba_openb(path: Path, seed: int, name: str = "alibaba_openb") -> Trace:

@@ -1,8 +1,8 @@
 """Where things live: the repository, fetched data, cached artifacts and each run's outputs.
 
-``MLSYSREPRO_DATA_DIR`` moves ``data/``. Only ``default``-scale runs write into the committed ``figures/<paper>/``; every other scale
-writes under ``build/<scale>/figures/<paper>/`` so that tests and smoke runs never touch what
-is committed. ``MLSYSREPRO_BUILD_DIR`` moves ``build/`` elsewhere (the tests point it at a
+``MLSYSREPRO_DATA_DIR`` moves ``data/``. Only ``default``-scale runs write into the committed
+``figures/<paper>/``; every other scale writes under ``build/<scale>/figures/<paper>/`` so that tests and
+smoke runs never touch what is committed. ``MLSYSREPRO_BUILD_DIR`` moves ``build/`` elsewhere (the tests point it at a
 temporary folder).
 """
 

@@ -47,7 +47,8 @@ class GNN(nn.Module):
     sampled :class:`Batch`; ``exact_pass`` gives the exact embeddings a history stores.
     """
 
-    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, kind: str = "gcn", dropout: float = 0.0):
+    def __init__(self, in_dim: int, hidden: int, out_dim: int, num_layers: int = 2, kind: str = "gcn",
+                 dropout: float = 0.0):
         super().__init__()
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")

@@ -179,8 +179,8 @@ def mvs_vs_uniform(settings) -> pd.DataFrame:
     for graph in settings.fig4_graphs:
         data = load_graph(graph)
         for name in ("MVS (all neighbours)", "UNS"):
-            frame = run_sampler(data, name, settings.fig4_batch_size, settings, settings.seed, 10 * settings.fig4_epochs,
-                         10, settings.variance_draws, gamma=1.0)
+            frame = run_sampler(data, name, settings.fig4_batch_size, settings, settings.seed,
+                                10 * settings.fig4_epochs, 10, settings.variance_draws, gamma=1.0)
             frames.append(frame.assign(epoch=frame.step // 10))
     return pd.concat(frames, ignore_index=True)
 

@@ -12,7 +12,8 @@ So between steps no head ever holds more than its budget. While decoding, a toke
 free slot, and a head over its budget drops its ``slack`` lowest-priority unprotected entries at once (1 for
 budgets under 64, a 32nd of the layer's smallest budget above), so ranking runs every few steps. A layer is stored
 as tensors (B, kv_heads, S, d) with S one more than the largest budget of the layer; a head with a smaller budget
-marks its unused slots with position -1, which attention masks (:mod:`mlsysrepro.transformer.llama`). The slots are allocated, the entries are what is kept:
+marks its unused slots with position -1, which attention masks (:mod:`mlsysrepro.transformer.llama`). The slots
+are allocated, the entries are what is kept:
 :meth:`BudgetedCache.allocated_bytes` and :meth:`BudgetedCache.held_bytes` report both.
 
 With ``pooled=True`` a layer's budgets form one pool (AdaKV, Feng et al. 2024): the layer keeps its

@@ -250,8 +250,8 @@ def translation_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame
             + "; set translation=False to skip them, or mt_pairs to the registered pairs")
     check_device(settings.device)
     knobs = {name: getattr(settings, name) for name in TRANSLATION_KNOBS}
-    tasks = [Task(pair, mode, settings.seed + s, knobs)
-             for pair in settings.mt_pairs for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
+    tasks = [Task(pair, mode, settings.seed + s, knobs) for pair in settings.mt_pairs
+             for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
     return _trained("translation_runs", settings, knobs, tasks, _train_translation,
                     lambda: [fetch(IWSLT[pair].dataset) for pair in settings.mt_pairs], workers, "translation runs")
 

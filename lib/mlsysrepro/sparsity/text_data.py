@@ -129,7 +129,8 @@ IWSLT = {
                      "IWSLT'14 German-English as fairseq's examples/translation/prepare-iwslt14.sh leaves it in its "
                      "tmp/ folder (tokenised and lower-cased, before BPE)"),
     "en-vi": Release("iwslt15_en_vi", "en", "vi", ("train", "tst2012", "tst2013"),
-                     "IWSLT'15 English-Vietnamese, Luong & Manning's Stanford NMT release (nlp.stanford.edu/projects/nmt)"),
+                     "IWSLT'15 English-Vietnamese, Luong & Manning's Stanford NMT release "
+                     "(nlp.stanford.edu/projects/nmt)"),
 }
 
 
@@ -141,7 +142,8 @@ def load_parallel(root: Path, release: Release, splits: tuple[str, ...] | None =
         lines = [(root / f"{split}.{lang}").read_text(encoding="utf-8-sig").splitlines()
                  for lang in (release.source, release.target)]
         if len(lines[0]) != len(lines[1]):
-            raise ValueError(f"{split}: {len(lines[0])} {release.source} lines but {len(lines[1])} {release.target} ones")
+            raise ValueError(f"{split}: {len(lines[0])} {release.source} lines "
+                             f"but {len(lines[1])} {release.target} ones")
         out[split] = Parallel([s.split() for s in lines[0]], [s.split() for s in lines[1]])
     return out
 
