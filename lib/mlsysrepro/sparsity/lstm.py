@@ -78,9 +78,9 @@ def compact_backward_data(grad, weight_t, indices, scale, period, width):
     """Backward-data: per draw, ``W^T[idx]`` (k, out) @ ``grad[rows]^T`` (out, s B), written into the kept rows
     of a zero dX^T (width, T, B), returned as dX (T, B, width).
 
-    The GEMM computes dX^T rather than dX = grad @ W^T[idx]^T: the same FLOPs, but MKL then splits the long
-    side (k) between threads rather than the short one (s B); on 2 CPU cores it was the faster of the two
-    in every shape we timed (H 650, out 4H or 10,000, batch 20 and 64).
+    The GEMM computes dX^T rather than dX = grad @ W^T[idx]^T: the same FLOPs with the short side (s B) as
+    the output's columns; on 2 CPU cores MKL ran it faster in every shape we timed (H 650, out 4H or 10,000,
+    batch 20 and 64, one process, interleaved rounds).
     """
     steps, batch, out = grad.shape
     grad_xt = grad.new_zeros(width, steps, batch)
