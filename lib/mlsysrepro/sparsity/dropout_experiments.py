@@ -231,9 +231,9 @@ def translation_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame
     IWSLT'15 En-Vi), test BLEU per dropout mode and seed, and dev BLEU per epoch; None when ``settings.translation``
     is off.
 
-    Needs each pair's training set in the registry (IWSLT'15 En-Vi: 133 K pairs; IWSLT'14 De-En: 160 K; neither is
-    obtainable here); raises a :class:`DatasetError` that says where the files come from otherwise. The test sets
-    alone are too small to train a translator that reaches a meaningful BLEU, so there is no reduced setting.
+    Needs each pair's training set in the registry (neither is obtainable here); raises a :class:`DatasetError`
+    that says where the files come from otherwise. The test sets alone are too small to train a translator that
+    reaches a meaningful BLEU, so there is no reduced setting.
     """
     unknown = [pair for pair in settings.mt_pairs if pair not in IWSLT]
     if unknown or not settings.mt_pairs:

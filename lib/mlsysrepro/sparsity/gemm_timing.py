@@ -15,8 +15,8 @@ backward-weight    ``(X * m)^T dY``: (H, T B) @ (T B, N)         T/s x (k, s B) 
 each stage beside the ideal one, ``H / k = 1 / (1 - p)``. The compacted column is the library's own
 code (:func:`.lstm.compact_forward` and its two backward functions), gathers and scatters included,
 which the ideal ignores. With ``s = 1`` (the paper's case III) it runs T GEMMs of B rows where the
-dense path runs one of T B rows: each small GEMM re-reads its gathered weight, and on a CPU it is bound
-by memory bandwidth, which is where the measured speed-up falls short of the ideal.
+dense path runs one of T B rows: each small GEMM re-reads its gathered weight and, on a 2-core CPU, runs
+at a fraction of the large GEMM's rate, which is where the measured speed-up falls short of the ideal.
 """
 
 from __future__ import annotations
