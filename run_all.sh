@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # mlsysrepro's two commands:
-#   ./run_all.sh [--scale smoke|default] [--only a,b] [--list]   run every notebook (figures + REPRODUCTION.md)
+#   ./run_all.sh [--scale smoke|default] [--only a,b] [--jobs N] [--list]
+#                                                               run every notebook (figures + REPRODUCTION.md);
+#                                                               --jobs N: N at once, the cores split between them
 #   ./run_all.sh test [pytest args...]                            unit tests + every notebook at scale=smoke
 # Both first make sure .venv exists and holds the project (`pip install -e ".[dev]"`).
 set -euo pipefail

@@ -9,8 +9,8 @@ alternately, ``--repeats`` times each, in one launch of 2 gloo processes (one th
 configurations: RUN0 (each process alone: clocks only) and RUN1 on an emulated p3.16xlarge (DDP, the hook on
 its emulated NVLink). Each instrumented run is paired with the uninstrumented run beside it (which goes
 first alternates), so the machine's slow drift cancels in the pair; the script prints the median wall times
-and the median and interquartile range of the paired ratios instrumented / uninstrumented - 1. The issue's
-target: overhead under 5 %.
+and the median of the paired ratios instrumented / uninstrumented - 1 with its 95 % interval
+(:mod:`mlsysrepro.core.timing`). The issue's target: overhead under 5 %.
 
 Not a test: timings depend on the machine; compare the ratios.
 """
@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
 import pandas as pd
 import torch
 
+from mlsysrepro.core.timing import Timing, ratios
 from mlsysrepro.ddl.emulation import EmulatedCluster
 from mlsysrepro.ddl.profiler import RunSpec, profile
 
@@ -48,11 +48,13 @@ def main() -> None:
     walls = pd.DataFrame([dict(configuration=k[0], instrumented=k[1], wall=r.wall) for k, r in zip(keys, results)])
     rows = []
     for name, group in walls.groupby("configuration", sort=False):
-        on, off = group[group.instrumented].wall.to_numpy(), group[~group.instrumented].wall.to_numpy()
-        paired = on / off - 1
-        rows.append({"configuration": name, "uninstrumented s": np.median(off), "instrumented s": np.median(on),
-                     "overhead (median pair)": np.median(paired), "q25": np.quantile(paired, 0.25),
-                     "q75": np.quantile(paired, 0.75)})
+        timings = {"on": Timing(tuple(group[group.instrumented].wall)),
+                   "off": Timing(tuple(group[~group.instrumented].wall))}
+        slowdown = ratios(timings, "on")["off"]  # per repeat: instrumented / uninstrumented seconds
+        low, high = slowdown.interval
+        rows.append({"configuration": name, "uninstrumented s": timings["off"].median,
+                     "instrumented s": timings["on"].median, "overhead (median pair)": slowdown.median - 1,
+                     "95 % low": low - 1, "95 % high": high - 1})
     table = pd.DataFrame(rows).set_index("configuration")
     print(f"torch {torch.__version__}, 2 gloo processes x 1 intra-op thread; {args.model} width {args.width}, "
           f"batch {args.batch}, {args.iterations} iterations x {args.repeats} repeats")

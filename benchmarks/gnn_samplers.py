@@ -16,17 +16,17 @@ from __future__ import annotations
 
 import argparse
 import random
-import time
 
 import torch
 
 from mlsysrepro.core import resolve
-from mlsysrepro.gnn import mvs_experiments as E
-from mlsysrepro.gnn import samplers as S
+from mlsysrepro.core.timing import interleaved, ratios
 from mlsysrepro.gnn.batch import Batch, sparse_block
 from mlsysrepro.gnn.datasets import load_graph
 from mlsysrepro.gnn.models import GNN
+from mlsysrepro.gnn.samplers import NodeWise
 from mlsysrepro.gnn.training import train
+from mlsysrepro.papers import mvs_gnn
 
 
 def naive_node_wise(graph, seeds: torch.Tensor, num_layers: int, fanout: int, rng: random.Random) -> Batch:
@@ -51,19 +51,12 @@ def naive_node_wise(graph, seeds: torch.Tensor, num_layers: int, fanout: int, rn
     return Batch(src_ids[::-1], num_dst[::-1], blocks[::-1], torch.full((seeds.numel(),), 1.0 / seeds.numel()))
 
 
-def seconds(fn, repeats: int) -> float:
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
-
-
 def per_iteration(data, name: str, settings, iterations: int) -> tuple[float, float]:
     """Seconds per iteration: (whole iteration, sampler's share = sampling + checkpoint)."""
     generator = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     model = GNN(data.x.shape[1], settings.hidden, data.num_classes, 2, "gcn", settings.dropout)
-    sampler = E.make_sampler(name, data, 512, 2, settings, generator)
+    sampler = mvs_gnn.make_sampler(name, data, 512, 2, settings, generator)
     log = train(model, data, sampler, iterations, generator, settings.lr, log_every=iterations + 1, desc=name)
     sampler_share = log.time_sample + log.time_refresh
     return (sampler_share + log.time_train) / iterations, sampler_share / iterations
@@ -76,17 +69,20 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     data = load_graph(args.graph)
-    settings = resolve("mvs_gnn", E.PRESETS, {"scale": "default"})
+    settings = resolve("mvs_gnn", mvs_gnn.PRESETS, {"scale": "default"})
     generator = torch.Generator().manual_seed(0)
     seeds = data.train_idx[torch.randperm(data.train_idx.numel(), generator=generator)[: args.batch]]
-    fast = S.NodeWise(data.graph, 2, settings.fanout)
+    fast = NodeWise(data.graph, 2, settings.fanout)
     weights = torch.full((args.batch,), 1.0 / args.batch)
-    t_fast = seconds(lambda: fast.build(seeds, weights, generator), args.repeats)
     rng = random.Random(0)
-    t_naive = seconds(lambda: naive_node_wise(data.graph, seeds, 2, settings.fanout, rng), max(1, args.repeats // 4))
+    timed = interleaved({"naive": lambda: naive_node_wise(data.graph, seeds, 2, settings.fanout, rng),
+                         "vectorised": lambda: fast.build(seeds, weights, generator)}, max(1, args.repeats // 4))
+    speedup = ratios(timed, "naive")["vectorised"]
+    low, high = speedup.interval
     print(f"{args.graph}: {data.num_nodes} nodes, {data.graph.num_edges} entries, batch {args.batch}")
-    print(f"GraphSAGE sampling   vectorised {1e3 * t_fast:8.2f} ms/batch   naive loop {1e3 * t_naive:8.2f} ms/batch"
-          f"   speed-up x{t_naive / t_fast:.1f}")
+    print(f"GraphSAGE sampling   vectorised {1e3 * timed['vectorised'].median:8.2f} ms/batch   naive loop "
+          f"{1e3 * timed['naive'].median:8.2f} ms/batch   speed-up x{speedup.median:.1f} (95 % interval "
+          f"{low:.1f}-{high:.1f}, {len(speedup.samples)} paired rounds)")
     iterations = 5 * settings.inner_steps  # five full checkpoint periods
     sage, sage_sampler = per_iteration(data, "GraphSAGE", settings, iterations)
     mvs, mvs_sampler = per_iteration(data, "MVS-GNN", settings, iterations)

@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/structured_dropout.py [--hidden 650] [--batches 20 64] [--ps 0.5] [--repeats 3]
 
-The notebook's two speed measurements (mlsysrepro.sparsity.dropout_experiments), printed as tables:
+The notebook's two speed measurements (mlsysrepro.papers.structured_dropout), printed as tables:
 
 1. The three GEMMs (forward, backward-data, backward-weight) of the PTB model's input projection (H -> 4H) and
    decoder (H -> 10,000) under case III's per-step mask, dense-masked against compacted, beside the ideal
@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from mlsysrepro.core.settings import resolve
-from mlsysrepro.sparsity import dropout_experiments as E
+from mlsysrepro.papers import structured_dropout
 
 
 def main() -> None:
@@ -33,7 +33,7 @@ def main() -> None:
     parser.add_argument("--periods", type=int, nargs="+", default=[5])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    settings = resolve("structured_dropout", E.PRESETS, {
+    settings = resolve("structured_dropout", structured_dropout.PRESETS, {
         "scale": "default", "speed_hidden": args.hidden, "speed_batches": args.batches, "speed_ps": args.ps,
         "speed_periods": args.periods, "speed_repeats": args.repeats, "p": args.ps[0]})
     print(f"torch {torch.__version__}, {torch.get_num_threads()} intra-op threads, "
@@ -42,11 +42,11 @@ def main() -> None:
     pd.set_option("display.max_columns", None)
 
     print(f"\n1. GEMM stages, compacted vs dense-masked (x), H = {args.hidden}, T = {settings.bptt}")
-    stages = pd.concat([E.stage_breakdown(settings, batch) for batch in args.batches])
+    stages = pd.concat([structured_dropout.stage_breakdown(settings, batch) for batch in args.batches])
     print(stages.pivot_table(index=["gemm", "batch", "p"], columns="stage", values="speedup").round(2))
 
     print("\n2. One training step: speed-up vs standard dropout (x), and seconds per epoch")
-    speed = E.speed_table(settings)
+    speed = structured_dropout.speed_table(settings)
     print(speed.pivot_table(index=["task", "batch", "p"], columns="variant", values="speedup_vs_standard").round(2))
     print(speed.pivot_table(index=["task", "batch", "p"], columns="variant", values="epoch_s").round(0))
 

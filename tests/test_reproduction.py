@@ -50,3 +50,16 @@ def test_runner_lists_notebooks_and_rejects_unknown_names(capsys):
     with pytest.raises(SystemExit):
         runner.main(["--only", "nope"])
     assert "unknown notebook(s) ['nope']" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_runner_runs_notebooks_side_by_side_with_the_cores_split(monkeypatch, capsys):
+    monkeypatch.setattr(runner.os, "cpu_count", lambda: 4)
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MLSYSREPRO_CORES"):
+        monkeypatch.setenv(name, "1")  # restored (or removed) after the test, whatever the runner sets
+    assert runner.main(["--scale", "smoke", "--only", "_template", "--jobs", "2"]) == 0
+    assert runner.os.environ["OMP_NUM_THREADS"] == runner.os.environ["MLSYSREPRO_CORES"] == "2"
+    assert "1 passed, 0 failed" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        runner.main(["--jobs", "0"])
+    assert "--jobs must be >= 1, got 0" in capsys.readouterr().err

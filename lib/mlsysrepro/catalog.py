@@ -4,19 +4,24 @@ Each entry is the contract a paper's notebook fulfils: the tests run the noteboo
 ``scale=smoke`` and check that its ``results.json`` holds every claim id and every figure
 declared here. A paper without a notebook is *planned*; with a notebook but no committed
 ``default``-scale results it is *partial*; with them it is *reproduced*.
+
+Each entry points to its paper module, ``mlsysrepro.papers.<name>`` (:attr:`Paper.module_name`): the paper's
+presets, experiments and claim measurements. A planned paper's module is where its issue puts them.
 """
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import ModuleType
 
 from .core import paths
 
 
 @dataclass(frozen=True)
 class Paper:
-    name: str  # short name: notebooks/<name>.ipynb, figures/<name>/, mlsysrepro.<theme>
+    name: str  # short name: notebooks/<name>.ipynb, figures/<name>/, mlsysrepro.papers.<name>
     title: str
     venue: str
     link: str
@@ -24,6 +29,15 @@ class Paper:
     claims: tuple[str, ...] = ()
     figures: tuple[str, ...] = ()
     is_paper: bool = field(default=True)
+
+    @property
+    def module_name(self) -> str:
+        """``mlsysrepro.papers.<name>`` (the template's is ``mlsysrepro.papers.template``)."""
+        return f"mlsysrepro.papers.{self.name.lstrip('_')}"
+
+    def module(self) -> ModuleType:
+        """The paper module, imported (a planned paper has none yet: ModuleNotFoundError)."""
+        return importlib.import_module(self.module_name)
 
     @property
     def notebook(self) -> Path:

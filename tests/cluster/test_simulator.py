@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mlsysrepro.cluster.experiments import delay_example
+from mlsysrepro.cluster.examples import delay_example
 from mlsysrepro.cluster.jobs import Trace
 from mlsysrepro.cluster.metrics import check_invariants, summary, utilisation
 from mlsysrepro.cluster.policies import POLICIES, make_policy

@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from mlsysrepro.core import resolve
-from mlsysrepro.gnn import mvs_experiments as E
 from mlsysrepro.gnn.datasets import GraphData, load_graphsaint
 from mlsysrepro.gnn.losses import f1_micro, node_losses, output_gradient
+from mlsysrepro.gnn.models import GNN
+from mlsysrepro.gnn.registry import SamplerOptions, make_sampler
+from mlsysrepro.gnn.training import train
 
 from .conftest import random_graph
 
@@ -72,7 +73,10 @@ def test_graphsaint_format_loads(tmp_path, multilabel):
 def test_samplers_train_on_a_multilabel_graph(tmp_path, name):
     write_graphsaint(tmp_path, multilabel=True)
     data: GraphData = load_graphsaint(tmp_path, "toy")
-    settings = resolve("mvs_gnn", E.PRESETS, {"scale": "smoke"})
-    frame = E.run_sampler(data, name, 8, settings, 0, steps=4, log_every=2, variance_draws=1)
+    generator = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = GNN(data.x.shape[1], 16, data.num_classes, 2, "gcn", 0.1)
+    sampler = make_sampler(name, data, SamplerOptions(8, model.num_layers, cluster_size=8), generator)
+    frame = train(model, data, sampler, 4, generator, 0.01, log_every=2, variance_draws=1).frame()
     assert frame.train_loss.notna().all() and (frame.grad_variance > 0).all()
     assert frame.train_loss.iloc[-1] < frame.train_loss.iloc[0]

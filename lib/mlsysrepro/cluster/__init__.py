@@ -9,7 +9,11 @@ Public entry points:
   fixed timers), each an admission + ordering + placement;
 - :func:`.traces.load` — the real traces of the data registry as :class:`.jobs.Trace` objects;
 - :class:`.topology.Topology` — racks -> machines -> GPUs, placement levels, hierarchical ring all-reduce time;
-- :func:`.model_sizes.gradient_bytes` — a model's all-reduce volume, from parameter counts computed layer by layer;
+- :func:`.model_sizes.gradient_bytes` — a model's all-reduce volume, from parameter counts computed layer by layer
+  (the CNNs' in :mod:`mlsysrepro.vision.architectures`);
 - :func:`.metrics.summary` and :func:`.metrics.check_invariants` — what a run measured, and what it must satisfy;
-- :mod:`.experiments` — the notebook's presets, trace comparison, sweeps and speed curve.
+- :class:`.placement.Placement` — the contract of a placement policy (consolidating, delay scheduling);
+- :func:`.examples.delay_example` — delay scheduling's worked example, checkable by hand.
+
+Dally's presets and experiments are :mod:`mlsysrepro.papers.dally`.
 """

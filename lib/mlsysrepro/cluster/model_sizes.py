@@ -3,85 +3,13 @@
 A data-parallel job all-reduces one fp32 gradient per parameter each iteration, so its communication
 volume is ``4 * parameters`` bytes. The counts follow the published architectures (torchvision's
 layouts for ResNet and VGG, ImageNet heads; Zaremba et al.'s LSTM language model; the Transformer
-"base" of Vaswani et al.) and are computed here layer by layer.
+"base" of Vaswani et al.) and are computed layer by layer: the CNNs in :mod:`mlsysrepro.vision.architectures`,
+the language models here.
 """
 
 from __future__ import annotations
 
-RESNET_STAGES = {18: ("basic", (2, 2, 2, 2)), 34: ("basic", (3, 4, 6, 3)), 50: ("bottleneck", (3, 4, 6, 3)),
-                 101: ("bottleneck", (3, 4, 23, 3)), 152: ("bottleneck", (3, 8, 36, 3))}
-VGG_LAYERS = {11: (1, 1, 2, 2, 2), 13: (2, 2, 2, 2, 2), 16: (2, 2, 3, 3, 3), 19: (2, 2, 4, 4, 4)}
-
-
-def conv(cin: int, cout: int, k: int, bias: bool = False) -> int:
-    return cin * cout * k * k + (cout if bias else 0)
-
-
-def batch_norm(c: int) -> int:
-    return 2 * c  # scale and shift
-
-
-def linear(cin: int, cout: int) -> int:
-    return cin * cout + cout
-
-
-def resnet(depth: int, classes: int = 1000) -> int:
-    """Parameters of ResNet-``depth`` (He et al., 2016; torchvision's layout: 7x7 stem, projection shortcuts)."""
-    if depth not in RESNET_STAGES:
-        raise ValueError(f"depth must be one of {sorted(RESNET_STAGES)}, got {depth}")
-    block, counts = RESNET_STAGES[depth]
-    total, cin = conv(3, 64, 7) + batch_norm(64), 64
-    for stage, (blocks, width) in enumerate(zip(counts, (64, 128, 256, 512))):
-        for b in range(blocks):
-            if block == "basic":
-                out = width
-                total += conv(cin, width, 3) + batch_norm(width) + conv(width, width, 3) + batch_norm(width)
-            else:
-                out = 4 * width
-                total += (conv(cin, width, 1) + batch_norm(width) + conv(width, width, 3) + batch_norm(width)
-                          + conv(width, out, 1) + batch_norm(out))
-            if (b == 0 and stage > 0) or cin != out:  # projection shortcut
-                total += conv(cin, out, 1) + batch_norm(out)
-            cin = out
-    return total + linear(cin, classes)
-
-
-def vgg(depth: int, classes: int = 1000) -> int:
-    """Parameters of VGG-``depth`` (Simonyan & Zisserman, 2015): 3x3 convolutions with biases, three dense layers."""
-    if depth not in VGG_LAYERS:
-        raise ValueError(f"depth must be one of {sorted(VGG_LAYERS)}, got {depth}")
-    total, cin = 0, 3
-    for convs, width in zip(VGG_LAYERS[depth], (64, 128, 256, 512, 512)):
-        for _ in range(convs):
-            total, cin = total + conv(cin, width, 3, bias=True), width
-    return total + linear(512 * 7 * 7, 4096) + linear(4096, 4096) + linear(4096, classes)
-
-
-def alexnet(classes: int = 1000) -> int:
-    """AlexNet (Krizhevsky et al., 2012) in torchvision's one-tower layout: five convolutions, three dense layers."""
-    convs = conv(3, 64, 11, True) + conv(64, 192, 5, True) + conv(192, 384, 3, True) + conv(384, 256, 3, True)
-    return convs + conv(256, 256, 3, True) + linear(256 * 6 * 6, 4096) + linear(4096, 4096) + linear(4096, classes)
-
-
-#: GoogLeNet's inception modules (Szegedy et al., 2015, Table 1): 1x1, 3x3 reduce, 3x3, 5x5 reduce, 5x5, pool proj.
-GOOGLENET_MODULES = ((64, 96, 128, 16, 32, 32), (128, 128, 192, 32, 96, 64), (192, 96, 208, 16, 48, 64),
-                     (160, 112, 224, 24, 64, 64), (128, 128, 256, 24, 64, 64), (112, 144, 288, 32, 64, 64),
-                     (256, 160, 320, 32, 128, 128), (256, 160, 320, 32, 128, 128), (384, 192, 384, 48, 128, 128))
-
-
-def googlenet(classes: int = 1000) -> int:
-    """GoogLeNet (Szegedy et al., 2015, Table 1) without its auxiliary heads; convolutions carry biases."""
-    total, cin = conv(3, 64, 7, True) + conv(64, 64, 1, True) + conv(64, 192, 3, True), 192
-    for one, r3, c3, r5, c5, pool in GOOGLENET_MODULES:
-        total += (conv(cin, one, 1, True) + conv(cin, r3, 1, True) + conv(r3, c3, 3, True) + conv(cin, r5, 1, True)
-                  + conv(r5, c5, 5, True) + conv(cin, pool, 1, True))
-        cin = one + c3 + c5 + pool
-    return total + linear(cin, classes)
-
-
-#: Inception v3 and v4 are not recomputed layer by layer: their published parameter counts (Szegedy et al.,
-#: CVPR 2016, torchvision's ``inception_v3`` without the auxiliary head; Szegedy et al., AAAI 2017) stand in.
-PUBLISHED_PARAMETERS = {"inception3": 23_834_568, "inception4": 42_679_816}
+from ..vision.architectures import PUBLISHED_PARAMETERS, alexnet, googlenet, linear, resnet, vgg
 
 
 def lstm_lm(vocab: int = 10_000, hidden: int = 650, layers: int = 2) -> int:

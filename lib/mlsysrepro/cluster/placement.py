@@ -7,7 +7,8 @@ The searches work on one array, the free GPUs per machine, so a placement costs 
   first (so the job spans as few machines as possible);
 - :func:`anywhere` — racks and machines with the most free GPUs first.
 
-Two policies use them: :class:`Consolidating` takes the tightest placement free now (the consolidation-based
+A placement policy is anything with the three calls of :class:`Placement`, the contract the simulator relies on.
+Two implement it: :class:`Consolidating` takes the tightest placement free now (the consolidation-based
 baselines), :class:`DelayScheduling` waits for a tighter one up to its timers (Dally).
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
+from typing import Protocol
 
 import numpy as np
 
@@ -96,6 +98,25 @@ def tightest(free: FreeGPUs, demand: int) -> tuple[np.ndarray | None, int]:
     return (gpus, 2) if gpus is not None else (None, -1)
 
 
+class Placement(Protocol):
+    """What the simulator calls on a placement policy (:mod:`.simulator`)."""
+
+    name: str
+
+    def start(self, topology: Topology, lease: float) -> None:
+        """Reset per-run state for a run on ``topology`` with leases of ``lease`` seconds."""
+
+    def place(self, job: int, demand: int, waited: float, free: FreeGPUs,
+              now: float) -> tuple[np.ndarray | None, float | None]:
+        """``(gpus, None)`` to start ``job`` on ``gpus`` (``demand`` of them, taken from ``free``), ``(None, t)``
+        to wait and be asked again at ``t``, or ``(None, None)`` to wait for the next event. ``waited`` is how long
+        the job has waited, in seconds."""
+
+    def tuned_timers(self, demands: list[int], now: float) -> dict[int, tuple[int, int]]:
+        """The timers (rack, network; in leases) an auto-tuner would set now for each GPU demand, reported at the
+        end of a run; empty for a placement without tuned timers."""
+
+
 class Consolidating:
     """Take the tightest placement free now; never wait while enough GPUs are free (the consolidation baselines)."""
 
@@ -107,6 +128,9 @@ class Consolidating:
     def place(self, job: int, demand: int, waited: float, free: FreeGPUs, now: float):
         gpus, _ = tightest(free, demand)
         return gpus, None
+
+    def tuned_timers(self, demands: list[int], now: float) -> dict[int, tuple[int, int]]:
+        return {}
 
 
 def tuned_wait(waits, floor: int, cap: int) -> int:
@@ -163,6 +187,12 @@ class DelayScheduling:
     def start(self, topology: Topology, lease: float) -> None:
         self.topology, self.lease = topology, lease
         self.tuner = DelayTimerTuner(self.history)
+
+    def tuned_timers(self, demands: list[int], now: float) -> dict[int, tuple[int, int]]:
+        """The auto-tuner's timers per demand now; empty with fixed timers."""
+        if self.fixed is not None:
+            return {}
+        return {d: self.tuner.timers(d, now, self.lease) for d in demands}
 
     def place(self, job: int, demand: int, waited: float, free: FreeGPUs, now: float):
         """GPUs, or ``(None, t)``: wait, and try again at ``t`` when the next timer expires."""

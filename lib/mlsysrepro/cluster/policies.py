@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from .placement import Consolidating, DelayScheduling
+from .placement import Consolidating, DelayScheduling, Placement
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def network_progress(view: JobView) -> np.ndarray:
 class Policy:
     name: str
     order: Callable[[JobView], np.ndarray]
-    placement: object
+    placement: Placement
     preemptive: bool
     migrates: bool = False
     admission: Callable[[JobView], np.ndarray] = admit_all

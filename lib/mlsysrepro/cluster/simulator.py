@@ -303,10 +303,7 @@ class Simulator:
         if np.any(self.state != DONE):
             raise RuntimeError(f"{int(np.sum(self.state != DONE))} jobs never finished")
         log = self.log
-        placement = self.policy.placement
-        timers = {}
-        if getattr(placement, "fixed", ()) is None:
-            timers = {d: placement.tuner.timers(d, self.now, self.lease) for d in sorted(set(self.trace.gpus.tolist()))}
+        timers = self.policy.placement.tuned_timers(sorted(set(self.trace.gpus.tolist())), self.now)
         return Run(self.trace, self.topology, self.policy.name, self.lease, self.start, self.finish, self.held,
                    self.comm_seconds, self.done, self.preemptions, self.migrations,
                    np.array([r[0] for r in log], dtype=np.int64), np.array([r[1] for r in log]),

@@ -169,3 +169,13 @@ def resolve_notebook(paper: str, presets: Mapping[str, Mapping[str, Any]], names
     for name in injected_parameter_names(list(namespace.get("In", []))):
         params.setdefault(name, namespace.get(name))
     return resolve(paper, presets, params)
+
+
+def beside_paper(settings: Settings, paper: Mapping[str, Any], ours: Mapping[str, Any] | None = None):
+    """This run's setting beside the paper's, a (pandas) table with one row per key of ``paper``. ``ours`` gives
+    this run's entry for each key; by default it is the knob of the same name."""
+    import pandas as pd
+
+    ours = {key: settings.values[key] for key in paper} if ours is None else ours
+    return pd.DataFrame({f"this run ({settings.scale})": [ours[key] for key in paper], "paper": list(paper.values())},
+                        index=list(paper))

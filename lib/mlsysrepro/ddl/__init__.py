@@ -12,7 +12,8 @@ Public entry points:
 - :mod:`.instances` — the AWS p2 / p3 catalogue, on-demand and spot prices, and the time dilation;
 - :func:`.recommend.recommend` — the cheapest configuration that meets a time budget;
 - :mod:`.macro` — communication stall against layers, gradient tensors and bytes (least-squares fits);
-- :mod:`.models` and :mod:`.data` — the ResNet / VGG depth families and an LSTM LM; MNIST as PNG files on disk
-  with page-cache control;
-- :mod:`.experiments` — the notebook's presets, the cached profiling campaign and one function per figure.
+- :mod:`.models` and :mod:`.data` — the ResNet / VGG depth families (from :mod:`mlsysrepro.vision.cnn`) and an LSTM
+  LM; MNIST as PNG files on disk with page-cache control.
+
+The paper's presets, profiling campaign and figures are :mod:`mlsysrepro.papers.ddl_stalls`.
 """

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -42,6 +41,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from ..core.dist import init_from_env, launch
+from ..core.timing import clock
 from . import data, models
 from .emulation import EmulatedCluster, LinkState, emulated_allreduce_hook
 
@@ -122,13 +122,6 @@ def _device() -> torch.device:
     return torch.device("cpu")
 
 
-def _clock(device: torch.device) -> float:
-    """``perf_counter`` once the device's queued work is done (a GPU runs asynchronously)."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
-
-
 def _batches(spec: RunSpec, rank: int, world: int, data_root: Path | None, seed: int):
     """An iterator of (inputs, targets): synthetic tensors made beforehand, or a DataLoader over this rank's files."""
     count = spec.warmup + spec.iterations
@@ -168,10 +161,10 @@ def _run(spec: RunSpec, rank: int, world: int, data_root: Path | None, seed: int
     if world > 1:
         dist.barrier()  # start together
     rows, buckets = [], None
-    wall = _clock(device)
+    wall = clock(device)
     for i in range(spec.warmup + spec.iterations):
         if i == spec.warmup:
-            wall = _clock(device)
+            wall = clock(device)
         if not spec.instrument:
             x, y = (t.to(device) for t in next(batches))
             models.loss_fn(name, model(x), y).backward()
@@ -180,16 +173,16 @@ def _run(spec: RunSpec, rank: int, world: int, data_root: Path | None, seed: int
             continue
         if state is not None:
             state.records = []
-        t0 = _clock(device)
+        t0 = clock(device)
         x, y = (t.to(device) for t in next(batches))
-        t1 = _clock(device)
+        t1 = clock(device)
         loss = models.loss_fn(name, model(x), y)
-        t2 = _clock(device)
+        t2 = clock(device)
         loss.backward()
-        t3 = _clock(device)
+        t3 = clock(device)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        t4 = _clock(device)
+        t4 = clock(device)
         exposed = busy = 0.0
         if state is not None and state.records:
             exposed = t3 - max(r.called for r in state.records)
@@ -197,7 +190,7 @@ def _run(spec: RunSpec, rank: int, world: int, data_root: Path | None, seed: int
             buckets = state.records
         if i >= spec.warmup:
             rows.append((t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0, exposed, busy))
-    wall = _clock(device) - wall
+    wall = clock(device) - wall
     if world > 1:
         dist.barrier()  # the next run starts with every rank done
     if not spec.instrument:

@@ -8,12 +8,13 @@ Public entry points:
 - :class:`.models.GNN` (GCN or GraphSAGE, 1-8 layers, full graph or batch) and :class:`.models.History`;
   :func:`.models.build_model` adds GAT (:mod:`.gat`) and APPNP (:mod:`.appnp`);
 - samplers: :mod:`.samplers` (UNS, GraphSAGE, FastGCN, LADIES, VR-GCN, MVS-GNN's one-hop-with-history),
-  :mod:`.subgraph` (Cluster-GCN, GraphSAINT), :mod:`.mvs` (MVS-GNN's minimal-variance node sampling);
+  :mod:`.subgraph` (Cluster-GCN, GraphSAINT), :mod:`.mvs` (MVS-GNN's minimal-variance node sampling), each
+  registered by name in :mod:`.registry` (:func:`.registry.make_sampler`, :func:`.registry.register`);
 - :func:`.training.train` and :func:`.training.gradient_variance`;
-- :mod:`.mvs_experiments`: the MVS-GNN notebook's presets and experiments;
 - LLCG: :func:`.partition.partition_graph` (METIS or random machines), :func:`.llcg.run_serial` (single machine,
-  PSGD-PA, GGS, LLCG in one process), :func:`.llcg_dist.run_distributed` (the same on ``torch.distributed``),
-  :mod:`.llcg_experiments` (the notebook's presets and experiments).
+  PSGD-PA, GGS, LLCG in one process), :func:`.llcg_dist.run_distributed` (the same on ``torch.distributed``).
+
+The two papers' presets and experiments are :mod:`mlsysrepro.papers.mvs_gnn` and :mod:`mlsysrepro.papers.llcg`.
 """
 
 import warnings

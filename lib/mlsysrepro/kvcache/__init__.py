@@ -9,5 +9,7 @@ Public entry points:
 - :mod:`.allocators` — compression defined once (:func:`.allocators.total_budget`) and the budgets of uniform,
   PyramidKV, AdaKV, a DuoAttention-like split and BaKlaVa;
 - :mod:`.profiling` — BaKlaVa's one-time head-importance profile and a retrieval score;
-- :mod:`.evaluation` — perplexity and retrieval decoded through a cache; :mod:`.experiments` — the notebook's.
+- :mod:`.evaluation` — perplexity and retrieval decoded through a cache, and decoding speed against the full cache.
+
+BaKlaVa's presets and experiments are :mod:`mlsysrepro.papers.baklava`.
 """

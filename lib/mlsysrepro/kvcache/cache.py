@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import torch
 
+from .scoring import Observation, ranked
+
 
 class FullCache:
     """Keeps every key and value: the reference that compressed caches are compared with."""
@@ -118,7 +120,7 @@ class BudgetedCache:
             self._evict_one(layer, weights, now=pending)
             return
         k, v, pos, score, prefill = pending
-        score = self.policy.accumulate(score, weights, prefill)
+        score = self.policy.accumulate(score, Observation(weights, prefill))
         held = (pos >= 0).sum(-1)  # (B, H)
         budgets = self.budgets[layer]
         over = (held.sum(-1) > budgets.sum()).any() if self.pooled else (held > budgets).any()
@@ -138,11 +140,7 @@ class BudgetedCache:
 
     def _priority(self, layer, score, pos):
         """The policy's priority, +inf for protected entries (sinks, recent window), -inf for empty slots."""
-        sinks, window = self._protected[layer]
-        now = pos.max(-1, keepdim=True).values
-        protect = (pos >= 0) & ((pos < sinks[:, None]) | (pos > now - window[:, None]))
-        priority = self.policy.priority(score, pos).masked_fill(protect, float("inf"))
-        return priority.masked_fill(pos < 0, float("-inf"))
+        return ranked(self.policy, score, pos, *self._protected[layer])
 
     def _evict_one(self, layer, weights, now):
         """After a decoding step a head holds at most one entry over its budget. Such a head drops its
@@ -151,7 +149,7 @@ class BudgetedCache:
         is ranked until the head is over again."""
         w = self.width[layer]
         pos, stored = self.positions[layer][:, :, :w], self.scores[layer][:, :, :w]
-        score = self.policy.accumulate(stored, weights, False)
+        score = self.policy.accumulate(stored, Observation(weights))
         if score is not stored:  # a policy that did not update in place
             stored.copy_(score)
         over = self.count[layer] > self.budgets[layer][:, None]  # (B, H, 1)

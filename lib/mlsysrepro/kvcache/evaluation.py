@@ -5,16 +5,22 @@ every later token is decoded one at a time through the cache, which evicts as it
 StreamingLLM's ``eval_long_ppl``). ``make_cache`` builds a fresh cache per batch of sequences, so every method
 sees the same prompts and the same decoding.
 
-Public entry points: :func:`decode_nll`, :func:`perplexity`, :func:`answers_correct`.
+:func:`decode_speed` times decoding through several caches (tokens per second and the speed-up over the full
+cache), interleaved round by round (:func:`mlsysrepro.core.timing.interleaved`).
+
+Public entry points: :func:`decode_nll`, :func:`perplexity`, :func:`answers_correct`, :func:`decode_speed`.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Callable
 
+import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from ..core.timing import interleaved, ratios
 from ..transformer.llama import Llama
 from ..transformer.retrieval import VALUE_DIGITS
 
@@ -63,3 +69,38 @@ def answers_correct(model: Llama, tokens: torch.Tensor, answer_start: int, make_
             ok &= logits.argmax(-1) == x[:, a + j]
         correct.append(ok)
     return torch.cat(correct)
+
+
+@torch.no_grad()
+def decode_speed(model: Llama, caches: dict[str, Callable], context: int, tokens: int, repeats: int = 5,
+                 batch: int = 1) -> pd.DataFrame:
+    """Decode ``tokens`` tokens after a ``context``-token prefill through each cache of ``caches`` (name -> a
+    function making one; ``"full"`` must be among them). Each cache is prefilled once; every round decodes from a
+    fresh copy of each, in turn (:func:`mlsysrepro.core.timing.interleaved`), so the machine's drift hits all
+    alike. Per cache: median tokens per second, the median of the per-round ratios to the full cache's time with
+    its 95 % interval, and the held and allocated bytes at the end."""
+    if "full" not in caches:
+        raise ValueError(f"caches must include 'full' (the baseline), got {sorted(caches)}")
+    torch.manual_seed(0)
+    prompt = torch.randint(0, model.cfg.vocab, (batch, context + tokens))
+    prefilled = {}
+    for name, make_cache in caches.items():
+        prefilled[name] = make_cache()
+        model(prompt[:, :context], cache=prefilled[name])
+    decoded = {}
+
+    def fresh_copy(name):
+        decoded[name] = copy.deepcopy(prefilled[name])
+        return decoded[name]
+
+    def decode(cache):
+        for t in range(context, context + tokens):
+            model(prompt[:, t:t + 1], torch.full((batch, 1), t), cache)
+
+    timings = interleaved({name: decode for name in caches}, repeats, warmup=0, setup=fresh_copy)
+    speedups = ratios(timings, "full")
+    return pd.DataFrame([dict(cache=name, tokens_per_s=batch * tokens / timings[name].median,
+                              speedup_vs_full=speedups[name].median, speedup_low=speedups[name].interval[0],
+                              speedup_high=speedups[name].interval[1], held_bytes=cache.held_bytes(),
+                              allocated_bytes=cache.allocated_bytes())
+                         for name, cache in decoded.items()])

@@ -1,6 +1,7 @@
 """Eviction policies: which entries a KV head keeps when it holds more than its budget.
 
-A policy scores every cached entry from the attention it receives and protects some entries outright; the
+A policy is a token scorer (:class:`.scoring.TokenScorer`, the contract every KV eviction method and token pruner
+implements): it scores every cached entry from the attention it receives and protects some entries outright; the
 cache (:class:`.cache.BudgetedCache`) keeps, per KV head, the protected entries and then the highest scores up
 to the head's budget. Protected entries count against the budget like any other (sinks and windows included).
 
@@ -24,83 +25,63 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from .scoring import SCORERS, TokenScorer, make_scorer, register_scorer, split_protected
 
+#: An eviction policy is a token scorer; the names stay for the cache's readers.
+Policy = TokenScorer
+
+
+@register_scorer
 @dataclass(frozen=True)
-class Policy:
-    """Defaults: no sinks, no protected window, scores unused (so: keep the newest entries)."""
-
-    name = "policy"
-
-    def protected(self, budgets: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per head, how many sink tokens (the first positions) and how many recent tokens are always kept,
-        for ``budgets`` (H,); the two never add up to more than the budget."""
-        zero = torch.zeros_like(budgets)
-        return zero, zero
-
-    def accumulate(self, score: torch.Tensor, weights: torch.Tensor, prefill: bool) -> torch.Tensor:
-        """The new score (B, H, S) after the queries' attention ``weights`` (B, H, T, S), summed over a KV head's
-        query heads; ``prefill`` when these are the first tokens of the sequences. May update ``score`` in place
-        (the cache owns it)."""
-        return score
-
-    def priority(self, score: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        """What the cache ranks unprotected entries by (higher is kept)."""
-        return positions.to(score.dtype)
-
-
-def _split(budgets: torch.Tensor, sinks: torch.Tensor, window: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    sinks = torch.minimum(sinks, budgets)
-    return sinks, torch.minimum(window, budgets - sinks)
-
-
-@dataclass(frozen=True)
-class StreamingLLM(Policy):
+class StreamingLLM(TokenScorer):
     sinks: int = 4
     name = "streamingllm"
 
     def protected(self, budgets):
-        return _split(budgets, torch.full_like(budgets, self.sinks), torch.zeros_like(budgets))
+        return split_protected(budgets, torch.full_like(budgets, self.sinks), torch.zeros_like(budgets))
 
 
+@register_scorer
 @dataclass(frozen=True)
-class H2O(Policy):
+class H2O(TokenScorer):
     recent_fraction: float = 0.5
     name = "h2o"
 
     def protected(self, budgets):
-        return _split(budgets, torch.zeros_like(budgets), (budgets * self.recent_fraction).long())
+        return split_protected(budgets, torch.zeros_like(budgets), (budgets * self.recent_fraction).long())
 
-    def accumulate(self, score, weights, prefill):
-        return score.add_(weights.sum(2))
+    def accumulate(self, score, seen):
+        return score.add_(seen.weights.sum(2))
 
     def priority(self, score, positions):
         return score
 
 
+@register_scorer
 @dataclass(frozen=True)
-class SnapKV(Policy):
+class SnapKV(TokenScorer):
     window: int = 16
     kernel: int = 7
     name = "snapkv"
 
     def protected(self, budgets):
-        return _split(budgets, torch.zeros_like(budgets), torch.full_like(budgets, self.window))
+        return split_protected(budgets, torch.zeros_like(budgets), torch.full_like(budgets, self.window))
 
-    def accumulate(self, score, weights, prefill):
-        if prefill:
-            votes = weights[:, :, -self.window:].sum(2)
+    def accumulate(self, score, seen):
+        if seen.prefill:
+            votes = seen.weights[:, :, -self.window:].sum(2)
             return F.max_pool1d(votes, self.kernel, stride=1, padding=self.kernel // 2)
-        return score.mul_(1 - 1 / self.window).add_(weights.sum(2))
+        return score.mul_(1 - 1 / self.window).add_(seen.weights.sum(2))
 
     def priority(self, score, positions):
         return score
 
 
-POLICIES = {p.name: p for p in (StreamingLLM, H2O, SnapKV)}
+POLICIES = {name: SCORERS[name] for name in ("streamingllm", "h2o", "snapkv")}
 
 
-def make_policy(name: str, **options) -> Policy:
+def make_policy(name: str, **options) -> TokenScorer:
     """A policy by name (``streamingllm``, ``h2o``, ``snapkv``) with its options."""
     if name not in POLICIES:
         raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
-    return POLICIES[name](**options)
+    return make_scorer(name, **options)

@@ -1,10 +1,10 @@
 """The three GEMMs of a projection that reads a dropped hidden state, timed one by one (Sarma et al., Sec. 3).
 
 For a sequence ``X`` (T steps, batch B, width H) feeding a weight ``W`` (N x H, stored as ``W^T``, H x N,
-as :mod:`.lstm` stores it) through a batch-shared mask re-drawn every ``s`` steps (k kept neurons):
+as :mod:`mlsysrepro.recurrent.lstm` stores it) through a batch-shared mask re-drawn every ``s`` steps (k kept neurons):
 
 =================  ==========================================  ============================================
-stage              dense, masked (what cases I and II need)    compacted (:mod:`.lstm`), one GEMM per draw
+stage              dense, masked (what cases I and II need)    compacted (:mod:`.compaction`), one GEMM per draw
 =================  ==========================================  ============================================
 forward            ``(X * m) W^T``: (T B, H) @ (H, N)            T/s x (s B, k) @ (k, N)
 backward-data      ``(dY W) * m``: (T B, N) @ (N, H)             T/s x (s B, N) @ (N, k), scattered into dX
@@ -13,7 +13,7 @@ backward-weight    ``(X * m)^T dY``: (H, T B) @ (T B, N)         T/s x (k, s B) 
 
 :func:`time_stages` times both columns on the same data, in this process, and gives the speed-up of
 each stage beside the ideal one, ``H / k = 1 / (1 - p)``. The compacted column is the library's own
-code (:func:`.lstm.compact_forward` and its two backward functions), gathers and scatters included,
+code (:func:`.compaction.compact_forward` and its two backward functions), gathers and scatters included,
 which the ideal ignores. With ``s = 1`` (the paper's case III) it runs T GEMMs of B rows where the
 dense path runs one of T B rows: each small GEMM re-reads its gathered weight and, on a 2-core CPU, runs
 at a fraction of the large GEMM's rate, which is where the measured speed-up falls short of the ideal.
@@ -21,37 +21,13 @@ at a fraction of the large GEMM's rate, which is where the measured speed-up fal
 
 from __future__ import annotations
 
-import statistics
-import time
-
 import torch
 
-from .lstm import compact_backward_data, compact_backward_weight, compact_forward
+from ..core.timing import interleaved
+from .compaction import compact_backward_data, compact_backward_weight, compact_forward
 from .masks import kept_indices, mask_from_indices
 
 STAGES = ("forward", "backward-data", "backward-weight")
-
-
-def median_seconds(fn, repeats: int) -> float:
-    """Median wall time of ``repeats`` calls of ``fn`` after one warm-up call."""
-    return interleaved_medians({"fn": fn}, repeats)["fn"]
-
-
-def interleaved_medians(fns: dict, repeats: int) -> dict:
-    """Median wall time of each callable in ``fns`` over ``repeats`` rounds, after one warm-up call each.
-
-    Every round calls each callable once, in turn, so a slow spell of a shared machine slows all of
-    them alike and their ratios stay put (timed one after the other, the ratios drifted by 30 %).
-    """
-    for fn in fns.values():
-        fn()  # warm-up
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def dense_stages(x, mask, w_t, dy):
@@ -66,7 +42,7 @@ def dense_stages(x, mask, w_t, dy):
 
 
 def compact_stages(x, indices, w_t, dy, scale: float, period: int = 1):
-    """The three compacted GEMMs of :class:`.lstm.CompactProjection`, as callables."""
+    """The three compacted GEMMs of :class:`.compaction.CompactProjection`, as callables."""
     return {
         "forward": lambda: compact_forward(x, w_t, indices, scale, period),
         "backward-data": lambda: compact_backward_data(dy, w_t, indices, scale, period, x.shape[2]),
@@ -87,8 +63,8 @@ def time_stages(steps: int, batch: int, hidden: int, out_dim: int, p: float, per
     compact = compact_stages(x, indices, w_t, dy, scale, period)
     rows = []
     for stage in STAGES:
-        timed = interleaved_medians({"dense": dense[stage], "compact": compact[stage]}, repeats)
-        d, c = timed["dense"], timed["compact"]
+        timed = interleaved({"dense": dense[stage], "compact": compact[stage]}, repeats)
+        d, c = timed["dense"].median, timed["compact"].median
         rows.append({"stage": stage, "p": p, "period": period, "batch": batch, "dense_s": d, "compact_s": c,
                      "speedup": d / c, "ideal_speedup": scale})
     return rows

@@ -20,7 +20,7 @@ count is our choice). :func:`kept_indices` returns those neurons.
 
 ``period`` (ours, not the paper's) re-draws a structured mask every ``period`` steps instead of every
 step: ``period = 1`` is case III, a period as long as the sequence is case IV. Steps that share a mask
-share one compacted GEMM, which is what a CPU needs to profit from compaction (see :mod:`.lstm`).
+share one compacted GEMM, which is what a CPU needs to profit from compaction (see :mod:`.compaction`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ..core import fetch
+from ..text.corpora import ptb_text, tinyshakespeare_text
 
 KEY_DIGITS, VALUE_DIGITS = 3, 4
 RECORD_LEN = KEY_DIGITS + VALUE_DIGITS + 3  # "{", ":", "}" (or "[", ":", "]")
@@ -30,13 +30,12 @@ def load_splits(corpus: str) -> dict[str, str]:
     """``train`` / ``calib`` / ``test`` text. PTB uses its own train / valid / test files (valid is the
     calibration split); tinyshakespeare, one file, is cut 90 / 5 / 5 % by characters."""
     if corpus == "tinyshakespeare":
-        text = (fetch("tinyshakespeare") / "input.txt").read_text()
+        text = tinyshakespeare_text()
         a, b = int(0.9 * len(text)), int(0.95 * len(text))
         return {"train": text[:a], "calib": text[a:b], "test": text[b:]}
     if corpus == "ptb":
-        root = fetch("ptb")
-        return {split: (root / f"ptb.{name}.txt").read_text()
-                for split, name in (("train", "train"), ("calib", "valid"), ("test", "test"))}
+        text = ptb_text()
+        return {"train": text["train"], "calib": text["valid"], "test": text["test"]}
     raise ValueError(f"corpus must be one of {CORPORA}, got {corpus!r}")
 
 

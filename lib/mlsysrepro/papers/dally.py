@@ -1,0 +1,286 @@
+"""The experiments of the Dally notebook (Sharma, Bhasi et al., arXiv 2401.16492): presets and one function per figure.
+
+- :func:`trace_comparison` — every policy on every real trace: the makespan / JCT table and per-job columns of
+  the main trace for the CDFs;
+- :func:`utilisation_curves` — the share of GPUs held over time on the main trace;
+- :func:`sweep` — Dally against the consolidation baseline (Tiresias) while one knob moves: the share of
+  network-sensitive jobs, the cross-rack contention, the arrival rate, fixed delay timers, the history window;
+- :func:`speed_curve` — simulator wall time and events per second against the number of jobs.
+
+Every run sizes its cluster from the trace (:func:`cluster_for`: racks of 8-GPU machines, enough GPUs for the
+largest job and an offered load of ``load``) and its lease from the jobs' lengths (:func:`lease_for`). The
+simulations run on a :class:`mlsysrepro.core.tasks.TaskRunner` (``workers``), and each figure's table is cached by
+the knobs its simulations read (:data:`SIMULATION_KNOBS` and the figure's own; never ``workers``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import lru_cache
+
+import numpy as np
+import pandas as pd
+
+from ..core.cache import cached
+from ..core.progress import progress
+from ..core.settings import beside_paper
+from ..core.tasks import TaskRunner
+from ..core.timing import clock
+from ..cluster.jobs import Trace
+from ..cluster.metrics import summary, utilisation
+from ..cluster.model_sizes import gradient_bytes
+from ..cluster.policies import POLICIES, make_policy
+from ..cluster.simulator import simulate
+from ..cluster.topology import Topology
+from ..cluster import traces
+
+BASELINE = "tiresias"
+GPUS_PER_MACHINE = 8
+MAX_MACHINES_PER_RACK = 16
+LABELS = {"fifo": "FIFO", "srsf": "SRSF", "tiresias": "Tiresias (2D-LAS)", "gandiva": "Gandiva-like",
+          "themis": "Themis-like", "dally": "Dally (auto-tuned)", "dally_fixed": "Dally (fixed timers)"}
+
+PRESETS = {
+    "smoke": dict(
+        traces=["tiresias_60"], main_trace="tiresias_60", sweep_trace="tiresias_60", sweep_jobs=60, load=0.9,
+        contention=1.0, congestion=[1.0, 4.0], sensitive_shares=[0.0, 1.0], load_factors=[0.8, 1.2],
+        fixed_timers=[[1, 2], [6, 12]], histories=[10, 20], history=20, checkpoint_leases=0.05,
+        lease_share=0.05, las_threshold_leases=6.0, speed_jobs=[60, 200], speed_policies=["fifo", "dally"],
+        workers=1,
+    ),
+    "default": dict(
+        traces=["tiresias_60", "philly_gavelgen_5000", "philly_gavelgen_10000", "yarn_1000", "alibaba_openb",
+                "gavel_all"],
+        main_trace="philly_gavelgen_5000", sweep_trace="philly_gavelgen_5000", sweep_jobs=2000, load=0.9,
+        contention=1.0, congestion=[1.0, 2.0, 4.0], sensitive_shares=[0.0, 0.25, 0.5, 0.75, 1.0],
+        load_factors=[0.6, 0.8, 1.0, 1.2, 1.5], fixed_timers=[[0, 0], [1, 2], [3, 6], [6, 12], [12, 24]],
+        histories=[5, 10, 20, 40], history=20, checkpoint_leases=0.05, lease_share=0.05, las_threshold_leases=6.0,
+        speed_jobs=[1_000, 3_000, 10_000, 30_000, 100_000], speed_policies=["fifo", "tiresias", "dally"], workers=2,
+    ),
+    "paper": dict(
+        traces=["tiresias_60", "philly_gavelgen_5000", "philly_gavelgen_10000", "yarn_1000", "yarn_5000",
+                "yarn_10000", "alibaba_openb", "gavel_all"], main_trace="philly_gavelgen_10000",
+        sweep_trace="philly_gavelgen_10000", sweep_jobs=10_000, load=0.9, contention=1.0,
+        congestion=[1.0, 2.0, 4.0], sensitive_shares=[0.0, 0.25, 0.5, 0.75, 1.0],
+        load_factors=[0.6, 0.8, 1.0, 1.2, 1.5], fixed_timers=[[0, 0], [1, 2], [3, 6], [6, 12], [12, 24]],
+        histories=[5, 10, 20, 40], history=20, checkpoint_leases=0.05, lease_share=0.05, las_threshold_leases=6.0,
+        speed_jobs=[1_000, 10_000, 100_000], speed_policies=list(POLICIES), workers=0,
+    ),
+}
+
+
+#: The knobs every simulation reads: the cluster's sizing, the lease, checkpoints, Tiresias' threshold, the
+#: auto-tuner's window. ``workers`` only says where they run.
+SIMULATION_KNOBS = ("load", "contention", "lease_share", "checkpoint_leases", "las_threshold_leases", "history")
+
+
+def trace_names(settings) -> list[str]:
+    """The preset's traces, with ``gavel_all`` expanded to every Gavel msr trace of 100 jobs or more."""
+    names = []
+    for name in settings.traces:
+        if name == "gavel_all":
+            names += [n for n in traces.gavel_trace_names() if len(_load(n, 0)) >= 100]
+        else:
+            names.append(name)
+    return names
+
+
+@lru_cache(maxsize=32)
+def _load(name: str, seed: int) -> Trace:
+    """A trace for sizing: the Gavel calibration needs a topology, any rack of 8-GPU machines gives the same one."""
+    return traces.load(name, Topology(2, MAX_MACHINES_PER_RACK, GPUS_PER_MACHINE), seed=seed)
+
+
+def cluster_for(trace: Trace, load: float, contention: float = 1.0) -> Topology:
+    """At least two racks of 8-GPU machines, with enough GPUs for the largest job and for an offered load
+    (:meth:`mlsysrepro.cluster.jobs.Trace.offered_load`) of at most ``load``."""
+    gpus = max(int(trace.gpus.max()), math.ceil(trace.mean_demand() / load))
+    machines = math.ceil(gpus / GPUS_PER_MACHINE)
+    racks = max(2, math.ceil(machines / MAX_MACHINES_PER_RACK))
+    return Topology(racks, math.ceil(machines / racks), GPUS_PER_MACHINE, contention=contention)
+
+
+def lease_for(trace: Trace, share: float) -> float:
+    """The lease: ``share`` of the median job's compute time, rounded to 10 s (at least 10 s)."""
+    median = float(np.median(trace.iterations * trace.compute_seconds))
+    return max(10.0, round(share * median, -1))
+
+
+def prepared(name: str, settings, seed: int, jobs: int | None = None, load_factor: float = 1.0,
+             sensitive_share: float | None = None, contention: float | None = None):
+    """``(trace, topology, lease)`` of one run: the trace cut to ``jobs``, its arrivals stretched by ``load_factor``
+    (> 1: more load), its models reassigned for a network-sensitive share, and the cluster sized for the
+    preset's load (before the stretch, so a heavier factor loads the same cluster more)."""
+    trace = _load(name, seed)
+    if jobs:
+        trace = trace.head(jobs)
+    topology = cluster_for(trace, settings.load, settings.contention if contention is None else contention)
+    if sensitive_share is not None:
+        trace = trace.with_sensitive_share(sensitive_share, seed)
+    if load_factor != 1.0:
+        trace = trace.with_arrivals_scaled(1.0 / load_factor)
+    return trace, topology, lease_for(trace, settings.lease_share)
+
+
+def _run_one(task) -> dict:
+    """One simulation (a pool task): returns the summary row and, on request, per-job columns."""
+    settings, row, policy, knobs, per_job = task
+    trace, topology, lease = prepared(row["trace"], settings, settings.seed, **knobs)
+    policy_knobs = dict(las_threshold=settings.las_threshold_leases * lease, history=settings.history)
+    policy_knobs.update({k: row[k] for k in ("rack_wait", "network_wait", "history") if k in row})
+    result = simulate(trace, topology, make_policy(policy, **policy_knobs), lease,
+                      settings.checkpoint_leases * lease)
+    out = dict(row, policy=policy, jobs=len(trace), gpus=topology.gpus, racks=topology.racks, lease_s=lease,
+               offered_load=trace.offered_load(topology.gpus), **summary(result))
+    if per_job:
+        out["per_job"] = pd.DataFrame({
+            "jct_h": (result.finish - trace.arrival) / 3600, "queue_h": (result.finish - trace.arrival
+                                                                          - result.held_seconds) / 3600,
+            "comm_h": result.comm_seconds / 3600, "gpus": trace.gpus})
+    return out
+
+
+def _map(settings, tasks, desc):
+    """The simulations on ``settings.workers`` workers (1: in this process, no start-up cost; 0: the machine's
+    cores)."""
+    with TaskRunner(settings.workers or None) as runner:
+        return runner.map(_run_one, tasks, desc=desc)
+
+
+def normalised(table: pd.DataFrame, by: list[str], metrics=("makespan_s", "jct_mean_s")) -> pd.DataFrame:
+    """Each metric divided by the baseline policy's in the same group (``by``)."""
+    base = table[table.policy == BASELINE].set_index(by)
+    out = table.copy()
+    for metric in metrics:
+        out[f"{metric}_vs_{BASELINE}"] = out[metric].to_numpy() / base.loc[
+            pd.MultiIndex.from_frame(out[by]) if len(by) > 1 else out[by[0]], metric].to_numpy()
+    return out
+
+
+def trace_comparison(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Every policy on every trace: the summary table (normalised to Tiresias) and the main trace's per-job
+    columns (JCT, queueing, communication) for the CDFs."""
+    def compute():
+        tasks = [(settings, {"trace": name}, policy, {}, name == settings.main_trace)
+                 for name in trace_names(settings) for policy in POLICIES]
+        rows = _map(settings, tasks, "traces x policies")
+        per_job = pd.concat([r.pop("per_job").assign(policy=r["policy"]) for r in rows if "per_job" in r])
+        return normalised(pd.DataFrame(rows), ["trace"]), per_job
+
+    return cached("trace_comparison", settings, compute, knobs=SIMULATION_KNOBS + ("traces", "main_trace"))
+
+
+def utilisation_curves(settings, policies=("fifo", BASELINE, "dally"), points: int = 400) -> pd.DataFrame:
+    """Share of the main trace's cluster held over time under ``policies``, sampled at ``points`` instants."""
+    def compute():
+        trace, topology, lease = prepared(settings.main_trace, settings, settings.seed)
+        frames = []
+        for policy in policies:
+            scheduler = make_policy(policy, las_threshold=settings.las_threshold_leases * lease,
+                                    history=settings.history)
+            run = simulate(trace, topology, scheduler, lease, settings.checkpoint_leases * lease)
+            times, busy = utilisation(run)
+            grid = np.linspace(trace.arrival[0], times[-1], points)
+            held = busy[np.clip(np.searchsorted(times, grid, side="right") - 1, 0, None)]
+            frames.append(pd.DataFrame({"hours": (grid - grid[0]) / 3600, "busy": held, "policy": policy}))
+        return pd.concat(frames, ignore_index=True)
+
+    return cached(f"utilisation_curves_{'_'.join(policies)}_{points}", settings, compute,
+                  knobs=SIMULATION_KNOBS + ("main_trace",))
+
+
+SWEEPS = {"sensitive_share": "sensitive_shares", "contention": "congestion", "load_factor": "load_factors"}
+
+
+def sweep(settings, knob: str, policies=("fifo", BASELINE, "dally")) -> pd.DataFrame:
+    """The sweep trace under ``policies`` at each value of ``knob``: ``sensitive_share``, ``contention``,
+    ``load_factor`` (the preset's lists), ``timers`` (Dally with each fixed pair and auto-tuned) or
+    ``history`` (the auto-tuner's window). Cached as ``sweep_<knob>_<policies>``."""
+    base = {"trace": settings.sweep_trace}
+    jobs = {"jobs": settings.sweep_jobs}
+    if knob in SWEEPS:
+        tasks = [(settings, dict(base, **{knob: v}), p, dict(jobs, **{knob: v}), False)
+                 for v in getattr(settings, SWEEPS[knob]) for p in policies]
+    elif knob == "timers":
+        tasks = [(settings, dict(base, rack_wait=r, network_wait=n, timers=f"({r}, {n})"), "dally_fixed", jobs, False)
+                 for r, n in settings.fixed_timers]
+        tasks += [(settings, dict(base, timers="auto-tuned"), "dally", jobs, False),
+                  (settings, dict(base, timers="no delay: Tiresias"), BASELINE, jobs, False)]
+    elif knob == "history":
+        tasks = [(settings, dict(base, history=h), "dally", jobs, False) for h in settings.histories]
+    else:
+        raise ValueError(f"knob must be one of {sorted(SWEEPS) + ['timers', 'history']}, got {knob!r}")
+    swept = {"timers": "fixed_timers", "history": "histories"}.get(knob, SWEEPS.get(knob))
+    return cached(f"sweep_{knob}_{'_'.join(policies)}", settings,
+                  lambda: pd.DataFrame(_map(settings, tasks, f"sweep {knob}")),
+                  knobs=SIMULATION_KNOBS + ("sweep_trace", "sweep_jobs", swept))
+
+
+def tiled(trace: Trace, jobs: int) -> Trace:
+    """``jobs`` jobs: the trace repeated back to back (arrivals shifted by its span), for the speed curve."""
+    copies = math.ceil(jobs / len(trace))
+    span = np.ptp(trace.arrival) + float(np.diff(trace.arrival).mean())
+    def repeat(column):
+        return np.concatenate([column] * copies)[:jobs]
+    arrival = np.concatenate([trace.arrival + k * span for k in range(copies)])[:jobs]
+    return replace(trace, arrival=arrival, gpus=repeat(trace.gpus), iterations=repeat(trace.iterations),
+                   compute_seconds=repeat(trace.compute_seconds), gradient_bytes=repeat(trace.gradient_bytes),
+                   model=repeat(trace.model))
+
+
+def speed_curve(settings) -> pd.DataFrame:
+    """Wall time of one simulation against the number of jobs (the sweep trace tiled), on a cluster sized for
+    the preset's load at each size; run in this process, one after another, so nothing else shares the cores."""
+    source = _load(settings.sweep_trace, settings.seed)
+    rows = []
+    for jobs in progress(settings.speed_jobs, desc="speed curve"):
+        trace = tiled(source, jobs)
+        topology = cluster_for(trace, settings.load)
+        lease = lease_for(trace, settings.lease_share)
+        for policy in settings.speed_policies:
+            begin = clock()
+            result = simulate(trace, topology, make_policy(policy, las_threshold=settings.las_threshold_leases * lease,
+                                                           history=settings.history),
+                              lease, settings.checkpoint_leases * lease)
+            seconds = clock() - begin
+            rows.append(dict(jobs=jobs, gpus=topology.gpus, policy=policy, seconds=seconds, events=result.events,
+                             events_per_s=result.events / seconds))
+    return pd.DataFrame(rows)
+
+
+def improvement(table: pd.DataFrame, metric: str, policy: str = "dally", by: str = "trace") -> pd.Series:
+    """``1 - policy / baseline`` of ``metric`` per group: the paper's "X % better"."""
+    pivot = table.pivot_table(index=by, columns="policy", values=metric)
+    return 1.0 - pivot[policy] / pivot[BASELINE]
+
+
+def no_better_on(gains: pd.Series, threshold: float = 0.0) -> str:
+    """The names (index) where ``gains`` is at most ``threshold``, comma-separated, or "none"."""
+    worse = gains[gains <= threshold]
+    return ", ".join(worse.index) if len(worse) else "none"
+
+
+def slowdown_table(compute: float = 0.3) -> pd.DataFrame:
+    """Iteration time of a 8-GPU job placed across a rack or across racks, relative to one machine, per trace model
+    and cross-rack contention: ``compute`` seconds of compute plus the hierarchical ring all-reduce of the model's
+    gradient (:mod:`mlsysrepro.cluster.topology`), on two racks of sixteen 8-GPU machines."""
+    rows = []
+    for contention in (1.0, 4.0):
+        topology = Topology(2, 16, 8, contention=contention)
+        placements = {"machine": np.arange(8), "rack": np.arange(8) * 8,
+                      "network": np.r_[np.arange(4) * 8, 128 + np.arange(4) * 8]}
+        for model in ("resnet18", "resnet50", "inception3", "transformer", "lstm_lm", "vgg16"):
+            nbytes = gradient_bytes(model)
+            packed = compute + topology.allreduce_seconds(nbytes, placements["machine"])
+            rows.append(dict(model=model, MB=nbytes / 1e6, contention=f"{contention:g}x",
+                             **{level: (compute + topology.allreduce_seconds(nbytes, gpus)) / packed
+                                for level, gpus in placements.items() if level != "machine"}))
+    return pd.DataFrame(rows)
+
+
+def settings_vs_paper(settings) -> pd.DataFrame:
+    """This run's setting beside the paper's preset, for the notebook's last section."""
+    keys = ["traces", "sweep_jobs", "load", "congestion", "fixed_timers", "histories", "checkpoint_leases",
+            "lease_share", "speed_jobs"]
+    return beside_paper(settings, {k: PRESETS["paper"][k] for k in keys})

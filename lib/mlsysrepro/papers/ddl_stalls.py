@@ -1,0 +1,355 @@
+"""The experiments of the DDL-stall notebook (Sharma et al., arXiv 2208.14344): presets, the profiling campaign,
+and one function per figure or table.
+
+:func:`campaign` runs every profile the notebook needs, cached under ``data/cache/ddl_stalls``:
+
+1. RUN0 of every model (each of ``processes`` workers alone): the compute time per iteration, from which each
+   model's time dilation per GPU type follows (:func:`mlsysrepro.ddl.instances.dilation`);
+2. RUN1 (and RUN2 / RUN3 for the image models on ``data_configurations``) of every model on every emulated
+   configuration; RUN1 of ``sweep_models`` with 1 to ``max(workers_sweep)`` workers in one machine; RUN1 of the
+   depth family on ``macro_configuration``. Each model's runs sit between two RUN0s in the same launch, and the
+   block repeats ``repeats`` times; a run's time is the median of its iterations pooled over repeats (:func:`pooled`).
+
+It returns one row per run. The figure functions below turn those rows into the paper's
+quantities with :mod:`mlsysrepro.ddl.stalls`, :mod:`mlsysrepro.ddl.macro` and :mod:`mlsysrepro.ddl.recommend`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from ..core.cache import cached
+from ..core.progress import progress
+from ..ddl import models
+from ..ddl.emulation import EmulatedCluster
+from ..ddl.instances import parse_configuration, dilation
+from ..ddl.macro import fit_features
+from ..ddl.profiler import RunResult, RunSpec, profile
+from ..ddl.recommend import recommend
+from ..ddl.stalls import data_stalls, interconnect_stall, network_stall
+
+CONFIGURATIONS = ["p2.xlarge", "p2.8xlarge", "p2.16xlarge", "p3.2xlarge", "p3.8xlarge", "p3.16xlarge",
+                  "2xp2.8xlarge", "2xp3.8xlarge"]
+DEPTH_FAMILY = ["resnet10", "resnet12", "resnet16", "resnet18", "resnet34", "resnet50", "resnet101", "resnet152",
+                "nobn_resnet18", "nobn_resnet34", "nobn_resnet50", "nores_resnet18", "nores_resnet34",
+                "nores_resnet50", "vgg11", "vgg13", "vgg16", "vgg19"]
+
+PRESETS = {
+    "smoke": dict(
+        models=["resnet10", "lstm"], configurations=["p3.2xlarge", "p3.8xlarge", "p3.16xlarge", "2xp3.8xlarge"],
+        data_configurations=["p3.8xlarge"], network_pairs=[["2xp3.8xlarge", "p3.16xlarge"]],
+        sweep_models=["resnet10"], workers_sweep=[1, 4], macro_models=["resnet10", "resnet18", "nobn_resnet18"],
+        macro_configuration="2xp3.8xlarge", batch_size=8, macro_batch_size=8, width=4, iterations=2, warmup=1,
+        repeats=1,
+        bucket_cap_mb=0.1, gpu_efficiency=0.4, processes=2, loader_workers=0, stored_size=28, images=500,
+        epoch_samples=60_000, epochs=20, budget_factors=[0.5, 1.0, 3.0],
+    ),
+    "default": dict(
+        models=["resnet18", "resnet50", "vgg11", "lstm"], configurations=CONFIGURATIONS,
+        data_configurations=["p2.8xlarge", "p3.2xlarge", "p3.16xlarge"],
+        network_pairs=[["2xp3.8xlarge", "p3.16xlarge"], ["2xp2.8xlarge", "p2.16xlarge"]],
+        sweep_models=["resnet18", "vgg11"], workers_sweep=[1, 2, 4, 8, 16], macro_models=DEPTH_FAMILY,
+        macro_configuration="2xp3.8xlarge", batch_size=32, macro_batch_size=16, width=16, iterations=2, warmup=1,
+        repeats=3,
+        bucket_cap_mb=1.5, gpu_efficiency=0.4, processes=2, loader_workers=0, stored_size=56, images=10_000,
+        epoch_samples=60_000, epochs=90, budget_factors=[0.8, 1.0, 1.5, 3.0, 10.0],
+    ),
+    "paper": dict(
+        models=["resnet18", "resnet50", "vgg11", "lstm"], configurations=CONFIGURATIONS,
+        data_configurations=CONFIGURATIONS,
+        network_pairs=[["2xp3.8xlarge", "p3.16xlarge"], ["2xp2.8xlarge", "p2.16xlarge"]],
+        sweep_models=["resnet18", "resnet50", "vgg11"], workers_sweep=[1, 2, 4, 8, 16], macro_models=DEPTH_FAMILY,
+        macro_configuration="2xp3.8xlarge", batch_size=64, macro_batch_size=32, width=64, iterations=20, warmup=5,
+        repeats=3,
+        bucket_cap_mb=25.0, gpu_efficiency=0.4, processes=2, loader_workers=2, stored_size=112, images=10_000,
+        epoch_samples=60_000, epochs=90, budget_factors=[0.8, 1.0, 1.5, 3.0, 10.0],
+    ),
+}
+CHUNK = 64  # runs per launch: a progress step, and a bounded loss if one run fails
+#: The knobs the profiling campaign reads; the figures' own knobs (network pairs, epochs, budgets) only read its rows.
+CAMPAIGN_KNOBS = ("models", "configurations", "data_configurations", "sweep_models", "workers_sweep", "macro_models",
+                  "macro_configuration", "batch_size", "macro_batch_size", "width", "iterations", "warmup", "repeats",
+                  "bucket_cap_mb", "gpu_efficiency", "processes", "loader_workers", "stored_size", "images")
+
+
+def _spec(settings, run: str, model: str, batch: int, cluster: EmulatedCluster, label: str) -> RunSpec:
+    return RunSpec(run, model, batch, cluster, iterations=settings.iterations, warmup=settings.warmup, label=label,
+                   width=settings.width, bucket_cap_mb=settings.bucket_cap_mb, loader_workers=settings.loader_workers)
+
+
+def _rows(results, experiment: str, dilations: dict) -> list[dict]:
+    rows = []
+    for r in results:
+        s, times = r.spec, r.times
+        rows.append(dict(
+            experiment=experiment, model=s.model_name, configuration=s.label, run=s.run,
+            machines=s.cluster.machines, workers_per_machine=s.cluster.workers_per_machine,
+            workers=s.cluster.workers if s.run != "RUN0" else 1, batch_size=s.batch_size,
+            samples_per_iteration=s.samples_per_iteration,
+            dilation=_dilation_of(s, dilations) if s.run != "RUN0" else 1.0,
+            seconds=r.seconds_per_iteration, seconds_std=float(times["iteration"].std()),
+            **{f"{k}_seconds": float(np.median(v)) for k, v in times.items() if k != "iteration"},
+            bucket_bytes=list(r.bucket_bytes), bucket_modelled=list(r.bucket_modelled),
+            bucket_measured=list(r.bucket_measured)))
+    return rows
+
+
+def pooled(results: list[RunResult]) -> list[RunResult]:
+    """One result per distinct spec, in first-seen order, its per-iteration times concatenated over repeats."""
+    groups: dict[RunSpec, list[RunResult]] = {}
+    for r in results:
+        groups.setdefault(r.spec, []).append(r)
+    return [RunResult(spec, {k: np.concatenate([r.times[k] for r in rs]) for k in rs[0].times},
+                      rs[-1].bucket_bytes, rs[-1].bucket_modelled, rs[-1].bucket_measured,
+                      float(sum(r.wall for r in rs)))
+            for spec, rs in groups.items()]
+
+
+def _dilation_of(spec: RunSpec, dilations: dict) -> float:
+    label = spec.label
+    if ":" in label:  # the workers sweep's "p2:8"
+        gpu = "K80" if label.startswith("p2") else "V100"
+    else:
+        gpu = parse_configuration(label).spec.gpu
+    return dilations[(spec.model_name, spec.batch_size, gpu)]
+
+
+def _profile_blocks(settings, blocks: list[list[RunSpec]], desc: str) -> list[list]:
+    """Profile ``blocks`` of runs, packing whole blocks into launches of at most :data:`CHUNK` runs, so that a
+    block's RUN0 and the runs compared with it share a launch; returns the results block by block."""
+    launches: list[list[list[RunSpec]]] = [[]]
+    for block in blocks:
+        if launches[-1] and sum(map(len, launches[-1])) + len(block) > CHUNK:
+            launches.append([])
+        launches[-1].append(block)
+    out = []
+    for launch in progress(launches, desc):
+        results = iter(profile([spec for block in launch for spec in block], processes=settings.processes,
+                               seed=settings.seed, stored_size=settings.stored_size, images=settings.images))
+        out += [[next(results) for _ in block] for block in launch]
+    return out
+
+
+def _campaign(settings) -> dict:
+    batch = {m: settings.batch_size for m in settings.models + settings.sweep_models}
+    macro_batch = {m: settings.macro_batch_size for m in settings.macro_models}
+    # 1. compute alone: RUN0 per (model, batch), for the dilations
+    compute = sorted(set(batch.items()) | set(macro_batch.items()))
+    alone = [replace(_spec(settings, "RUN0", m, b, EmulatedCluster(), "RUN0"),
+                     iterations=settings.iterations * settings.repeats) for m, b in compute]
+    first = [r for block in _profile_blocks(settings, [alone], "RUN0 (dilations)") for r in block]
+    flops = {(m, b): models.training_flops(m, models.build(m, settings.width), b) for m, b in compute}
+    dilations = {(m, b, gpu): dilation(r.seconds_per_iteration, flops[(m, b)], gpu, settings.gpu_efficiency)
+                 for (m, b), r in zip(compute, first) for gpu in ("K80", "V100")}
+
+    def spec(run, model, b, name, cluster=None):
+        if cluster is None:
+            config = parse_configuration(name)
+            cluster = config.cluster(dilations[(model, b, config.spec.gpu)])
+        return _spec(settings, run, model, b, cluster, name)
+
+    # 2. per experiment and model, a block: its runs between two RUN0s (the baseline its stalls subtract), the
+    #    whole block repeated; a run's iterations are pooled over its repeats, so the machine's drifting speed
+    #    (easily 20 % from one run to the next on a shared VM) hits every run of a block alike
+    def bracketed(m, b, runs):
+        alone = spec("RUN0", m, b, "RUN0", EmulatedCluster())
+        return [alone, *runs, alone] * settings.repeats
+
+    blocks = []
+    for m in settings.models:
+        block = []
+        for name in settings.configurations:
+            runs = ["RUN1"]
+            if not models.is_language_model(m) and name in settings.data_configurations:
+                runs += ["RUN2", "RUN3"]
+            block += [spec(r, m, batch[m], name) for r in runs]
+        blocks.append(("breakdown", bracketed(m, batch[m], block)))
+    for m in settings.sweep_models:
+        block = []
+        for family, intra in (("p2", "pcie3"), ("p3", "nvlink2")):
+            gpu = "K80" if family == "p2" else "V100"
+            for g in settings.workers_sweep:
+                c = EmulatedCluster(1, g, intra if g > 1 else None, None, dilations[(m, batch[m], gpu)])
+                block.append(spec("RUN1", m, batch[m], f"{family}:{g}", c))
+        blocks.append(("workers", bracketed(m, batch[m], block)))
+    for m in settings.macro_models:
+        b = macro_batch[m]
+        blocks.append(("macro", bracketed(m, b, [spec("RUN1", m, b, settings.macro_configuration)])))
+    rows = _rows(first, "dilation", dilations)
+    results = _profile_blocks(settings, [block for _, block in blocks], "RUN0-RUN3 (emulated clusters)")
+    for (experiment, _), block in zip(blocks, results):
+        rows += _rows(pooled(block), experiment, dilations)
+    return {"rows": rows, "flops": {f"{m}@{b}": f for (m, b), f in flops.items()}}
+
+
+def campaign(settings) -> tuple[pd.DataFrame, dict]:
+    """Every profile of the notebook (module docstring), cached by :data:`CAMPAIGN_KNOBS`: (one row per run, training
+    FLOPs per model@batch).
+
+    ``seconds`` is the measured (dilated) time per iteration; ``instance_seconds`` = ``seconds / dilation`` is what
+    the emulated instance would take (RUN0 rows are this CPU's own compute, dilation 1).
+    """
+    out = cached("campaign", settings, lambda: _campaign(settings), knobs=CAMPAIGN_KNOBS)
+    table = pd.DataFrame(out["rows"])
+    table["instance_seconds"] = table["seconds"] / table["dilation"]
+    return table, out["flops"]
+
+
+def _compute_seconds(table: pd.DataFrame, experiment: str) -> dict:
+    """RUN0 seconds per iteration per (model, batch) of one experiment (pooled from the RUN0s around its runs)."""
+    rows = table[(table.experiment == experiment) & (table.run == "RUN0")]
+    return {(r.model, r.batch_size): r.seconds for r in rows.itertuples()}
+
+
+def breakdown(table: pd.DataFrame, network_pairs) -> pd.DataFrame:
+    """Per model x configuration, median seconds per iteration of RUN0-RUN3 (measured, dilated) and the stalls.
+
+    ``communication`` = RUN1 - RUN0 (share of RUN1). For a two-machine configuration it splits into ``network`` =
+    RUN1(2 x N/2) - RUN1(1 x N) (the paired one-machine configuration) and ``interconnect`` = the rest.
+    Beside the differences, what the instrumented loop saw directly: ``exposed_comm`` (RUN1's wait for
+    communication after the last gradient), ``prep_waited`` (RUN3's wait for a batch) and ``fetch_waited``
+    (RUN2's wait less RUN3's). With ``loader_workers = 0`` nothing overlaps loading, so the waits are the stalls.
+    """
+    compute = _compute_seconds(table, "breakdown")
+    rows = table[(table.experiment == "breakdown") & (table.run != "RUN0")]
+    out = []
+    for (model, config), group in rows.groupby(["model", "configuration"], sort=False):
+        t = {r.run: r.seconds for r in group.itertuples()}
+        waited = {r.run: r.data_seconds for r in group.itertuples()}
+        first = group.iloc[0]
+        run0 = compute[(model, first.batch_size)]
+        row = dict(model=model, configuration=config, dilation=first.dilation, workers=first.workers, RUN0=run0,
+                   RUN1=t["RUN1"], RUN2=t.get("RUN2", np.nan), RUN3=t.get("RUN3", np.nan),
+                   exposed_comm=group[group.run == "RUN1"].comm_exposed_seconds.iloc[0])
+        comm, comm_share = interconnect_stall(run0, t["RUN1"])
+        row.update(communication=comm, communication_share=comm_share, interconnect_share=comm_share,
+                   network_share=0.0)
+        if "RUN2" in t:
+            d = data_stalls(t["RUN1"], t["RUN2"], t["RUN3"])
+            row.update(prep=d.prep, fetch=d.fetch, fetch_fork=d.fetch_fork, prep_share=d.prep_share,
+                       fetch_share=d.fetch_share, prep_waited=waited["RUN3"],
+                       fetch_waited=waited["RUN2"] - waited["RUN3"])
+        out.append(row)
+    frame = pd.DataFrame(out)
+    for pair, single in network_pairs:
+        for model in frame.model.unique():
+            i = frame.index[(frame.model == model) & (frame.configuration == pair)]
+            j = frame.index[(frame.model == model) & (frame.configuration == single)]
+            if len(i) and len(j):
+                # measured seconds: a pair and its one-machine configuration share the GPU type, so the dilation
+                net, _, _ = network_stall(frame.loc[j[0], "RUN1"], frame.loc[i[0], "RUN1"])
+                total = frame.loc[i[0], "RUN1"]
+                frame.loc[i[0], "network_share"] = max(0.0, net / total)
+                frame.loc[i[0], "interconnect_share"] = max(0.0, frame.loc[i[0], "communication_share"]
+                                                            - frame.loc[i[0], "network_share"])
+    return frame
+
+
+def network_table(table: pd.DataFrame, network_pairs) -> pd.DataFrame:
+    """Per model and pair: RUN1 seconds per iteration on 1 x N and 2 x N/2, the stall, its share, the slowdown."""
+    rows = table[(table.experiment == "breakdown") & (table.run == "RUN1")].set_index(["model", "configuration"])
+    out = []
+    for pair, single in network_pairs:
+        for model in rows.index.get_level_values(0).unique():
+            if (model, pair) in rows.index and (model, single) in rows.index:
+                one, two = rows.loc[(model, single), "instance_seconds"], rows.loc[(model, pair), "instance_seconds"]
+                stall, stall_share, slowdown = network_stall(one, two)
+                out.append(dict(model=model, pair=f"{pair} vs {single}", one_machine=one, two_machines=two,
+                                stall=stall, share=stall_share, slowdown=slowdown))
+    return pd.DataFrame(out)
+
+
+def workers_table(table: pd.DataFrame) -> pd.DataFrame:
+    """Interconnect stall share against workers in one machine, per model and GPU family (PCIe K80, NVLink V100):
+    the difference RUN1 - RUN0 (``share``) and the instrumented wait for communication (``exposed_share``)."""
+    compute = _compute_seconds(table, "workers")
+    rows = table[(table.experiment == "workers") & (table.run != "RUN0")]
+    out = []
+    for r in rows.itertuples():
+        family, _, g = r.configuration.partition(":")
+        stall, stall_share = interconnect_stall(compute[(r.model, r.batch_size)], r.seconds)
+        out.append(dict(model=r.model, family={"p2": "p2 (K80, PCIe)", "p3": "p3 (V100, NVLink)"}[family],
+                        workers=int(g), seconds=r.seconds, stall=stall, share=stall_share,
+                        exposed_share=r.comm_exposed_seconds / r.seconds))
+    return pd.DataFrame(out)
+
+
+def epoch_table(table: pd.DataFrame, epoch_samples: int, spot: dict, on_demand: dict) -> pd.DataFrame:
+    """Per model x configuration (RUN1, synthetic data): instance hours and $ per epoch, samples per second."""
+    rows = table[(table.experiment == "breakdown") & (table.run == "RUN1")]
+    out = []
+    for r in rows.itertuples():
+        iterations = epoch_samples / r.samples_per_iteration
+        hours = iterations * r.instance_seconds / 3600
+        spread = r.seconds_std / r.dilation
+        out.append(dict(model=r.model, configuration=r.configuration, gpus=r.workers,
+                        samples_per_second=r.samples_per_iteration / r.instance_seconds,
+                        samples_per_second_std=r.samples_per_iteration * spread / r.instance_seconds ** 2,
+                        hours_per_epoch=hours, cost_per_epoch=hours * on_demand[r.configuration],
+                        spot_cost_per_epoch=hours * spot[r.configuration],
+                        price_per_hour=on_demand[r.configuration]))
+    return pd.DataFrame(out)
+
+
+def expensive_not_cheapest(epochs: pd.DataFrame) -> pd.DataFrame:
+    """Per model: the most expensive configuration ($/h), the cheapest and the fastest per epoch."""
+    out = []
+    for model, group in epochs.groupby("model", sort=False):
+        priciest = group.loc[group.price_per_hour.idxmax(), "configuration"]
+        out.append(dict(model=model, most_expensive=priciest,
+                        cheapest_per_epoch=group.loc[group.cost_per_epoch.idxmin(), "configuration"],
+                        fastest_per_epoch=group.loc[group.hours_per_epoch.idxmin(), "configuration"]))
+    frame = pd.DataFrame(out)
+    frame["most_expensive_is_cheapest"] = frame.most_expensive == frame.cheapest_per_epoch
+    frame["most_expensive_is_fastest"] = frame.most_expensive == frame.fastest_per_epoch
+    return frame
+
+
+def macro_table(table: pd.DataFrame, width: int) -> pd.DataFrame:
+    """Depth family: each model's layers, gradient tensors and bytes beside its communication stall (instance ms)."""
+    compute = _compute_seconds(table, "macro")
+    rows = table[(table.experiment == "macro") & (table.run != "RUN0")]
+    out = []
+    for r in rows.itertuples():
+        feats = models.features(models.build(r.model, width))
+        stall = (r.seconds - compute[(r.model, r.batch_size)]) / r.dilation
+        out.append(dict(model=r.model, family=_family(r.model), **feats, stall_ms=1000 * stall,
+                        buckets=len(r.bucket_bytes)))
+    return pd.DataFrame(out)
+
+
+def _family(model: str) -> str:
+    return ("ResNet without BatchNorm" if model.startswith("nobn_") else "ResNet without shortcuts"
+            if model.startswith("nores_") else "VGG" if model.startswith("vgg") else "ResNet")
+
+
+def macro_fits(macro: pd.DataFrame):
+    return fit_features(macro, "stall_ms")
+
+
+def recommendations(epochs: pd.DataFrame, n_epochs: int, budget_factors, spot: bool = False) -> pd.DataFrame:
+    """Per model and budget (a multiple of the fastest configuration's time for ``n_epochs``): the recommender's
+    answer with on-demand (or spot) prices."""
+    price = "spot_cost_per_epoch" if spot else "cost_per_epoch"
+    out = []
+    for model, group in epochs.groupby("model", sort=False):
+        hours = dict(zip(group.configuration, group.hours_per_epoch))
+        per_hour = {c: p / h for c, p, h in zip(group.configuration, group[price], group.hours_per_epoch)}
+        fastest = min(hours.values()) * n_epochs
+        for factor in budget_factors:
+            rec = recommend(hours, per_hour, n_epochs, factor * fastest)
+            out.append(dict(model=model, budget_factor=factor, budget_hours=factor * fastest,
+                            choice=rec.choice or "none meets the budget", hours=rec.hours, cost=rec.cost,
+                            fastest=rec.fastest, answer=str(rec)))
+    return pd.DataFrame(out)
+
+
+def hook_calibration(table: pd.DataFrame) -> pd.DataFrame:
+    """Every logged bucket (last iteration of each DDP run): modelled link seconds against link start -> done."""
+    rows = table[table.bucket_bytes.map(len) > 0]
+    out = [dict(model=r.model, configuration=r.configuration, nbytes=b, modelled=m, measured=s)
+           for r in rows.itertuples() for b, m, s in zip(r.bucket_bytes, r.bucket_modelled, r.bucket_measured)]
+    return pd.DataFrame(out)

@@ -1,0 +1,296 @@
+"""The experiments of the LLCG notebook (Ramezani et al., ICLR 2022): presets and one function per figure.
+
+Each function returns a pandas DataFrame with one row per (run, round); the notebook plots it. Each figure's
+frame is cached under ``data/cache/llcg`` by the knobs its runs read (:data:`RUN_KNOBS` and the figure's own).
+Runs are memoised by their full configuration (:class:`Runs`), so a figure that needs a run another
+figure already made (Fig. 2 is part of Fig. 4, Fig. 6's sampled correction is Fig. 4's LLCG) reuses
+it; new runs go to a :class:`mlsysrepro.core.tasks.TaskRunner`, two or more at once.
+
+- :func:`psgd_vs_ggs` — Fig. 2: PSGD-PA, GGS and the single machine, score and bytes per round;
+- :func:`main_comparison` — Fig. 4: PSGD-PA, GGS and LLCG on every graph, METIS and random parts;
+- :func:`model_table` — Table 1: GCN, GAT and APPNP, test score and MB per round over seeds;
+- :func:`local_steps_sweep` — Fig. 5: local epoch size K;
+- :func:`correction_neighbourhood` — Fig. 6: server correction with sampled or full neighbours;
+- :func:`fanout_by_server_steps` — Fig. 7: local neighbour sampling x correction steps S;
+- :func:`growing_local_steps` — appendix: PSGD-PA with K growing as rho^r against LLCG;
+- :func:`engines` — the same LLCG run on the serial and the distributed engine.
+
+A run's score is the mean over its last ``tail`` rounds (validation: figures and claims;
+test: Table 1), which damps the round-to-round noise of a small validation set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pandas as pd
+import torch
+
+from ..core.cache import cached
+from ..core.settings import beside_paper
+from ..core.tasks import TaskRunner
+from ..gnn.datasets import GraphData, contextual_sbm, load_graph
+from ..gnn.llcg import LLCGConfig, run_serial
+from ..gnn.llcg_dist import ENGINE_METHODS, run_distributed
+from ..gnn.partition import partition_graph
+
+ENGINES = ("serial", "distributed")
+LABELS = {"single": "single machine", "psgd_pa": "PSGD-PA", "ggs": "GGS", "llcg": "LLCG"}
+#: One colour per method in every figure (seaborn's colour-blind palette).
+PALETTE = {"single machine": "#555555", "PSGD-PA": "#0173b2", "GGS": "#de8f05", "LLCG": "#029e73"}
+
+_COMMON = dict(lr=0.01, server_lr=0.01, fanout=10, server_fanout=10, model="gcn")
+
+PRESETS = {
+    "smoke": dict(
+        graphs=["cora"], partitions=["metis", "random"], parts=2, rounds=3, local_steps=2, server_steps=1,
+        hidden=16, tail=2, seeds=1, csbm_nodes=2_000, fig2_graph="cora", table1_graph="cora", table1_rounds=3,
+        table1_models=["gcn", "gat", "appnp"], fig5_graph="cora", fig5_local_steps=[1, 4], fig7_graph="cora",
+        fig7_fanouts=[2, 0], fig7_server_steps=[1, 2], rho=1.5, engine_graph="cora", engine_parts=2, engine_rounds=2,
+        tolerance=0.01, engine="serial", batch_size=64, server_batch=256, num_layers=2,
+    ),
+    "default": dict(
+        graphs=["cora", "citeseer", "tolokers", "csbm"], partitions=["metis", "random"], parts=8, rounds=30,
+        local_steps=8, server_steps=2, hidden=64, tail=5, seeds=3, csbm_nodes=10_000, fig2_graph="tolokers",
+        table1_graph="tolokers", table1_rounds=20, table1_models=["gcn", "gat", "appnp"], fig5_graph="tolokers",
+        fig5_local_steps=[1, 4, 16, 64], fig7_graph="tolokers", fig7_fanouts=[2, 5, 0], fig7_server_steps=[1, 2, 4],
+        rho=1.1, engine_graph="tolokers", engine_parts=4, engine_rounds=10, tolerance=0.01, engine="serial",
+        batch_size=64, server_batch=256, num_layers=2,
+    ),
+    "paper": dict(
+        graphs=["reddit", "flickr"], partitions=["metis", "random"], parts=8, rounds=75, local_steps=64,
+        server_steps=1, hidden=256, tail=5, seeds=5, csbm_nodes=1_000_000, fig2_graph="reddit",
+        table1_graph="reddit", table1_rounds=75, table1_models=["sage", "gat", "appnp"], fig5_graph="reddit",
+        fig5_local_steps=[1, 4, 16, 64, 128], fig7_graph="reddit", fig7_fanouts=[1, 2, 0],
+        fig7_server_steps=[1, 2, 4], rho=1.1, engine_graph="reddit", engine_parts=8, engine_rounds=75, tolerance=0.01,
+        engine="distributed", batch_size=256, server_batch=2048, num_layers=3,
+    ),
+}
+
+#: Table 1 of the paper (test score %, MB per round), the reference the notebook prints beside ours.
+PAPER_TABLE1 = pd.DataFrame(
+    [
+        ("Flickr", "PSGD-PA", 49.08, 12.57, 51.56, 4.24, 50.81, 8.40),
+        ("Flickr", "GGS", 51.22, 1849.32, 52.41, 1895.61, 51.33, 1897.82),
+        ("Flickr", "LLCG", 50.38, 12.57, 52.01, 4.24, 51.15, 8.40),
+        ("OGB-Proteins", "PSGD-PA", 72.85, 6.20, 64.95, 3.14, 71.10, 7.31),
+        ("OGB-Proteins", "GGS", 74.78, 922.42, 68.11, 912.79, 71.29, 917.20),
+        ("OGB-Proteins", "LLCG", 73.92, 6.20, 67.62, 3.14, 71.18, 7.31),
+        ("OGB-Arxiv", "PSGD-PA", 69.43, 3.55, 69.88, 3.59, 68.48, 7.71),
+        ("OGB-Arxiv", "GGS", 70.51, 3391.03, 70.82, 3396.79, 69.01, 3394.33),
+        ("OGB-Arxiv", "LLCG", 70.21, 3.55, 70.58, 3.59, 68.73, 7.71),
+        ("Reddit", "PSGD-PA", 71.17, 14.83, 70.57, 7.48, 83.48, 11.63),
+        ("Reddit", "GGS", 94.77, 3798.81, 95.03, 3805.28, 95.23, 3770.46),
+        ("Reddit", "LLCG", 94.67, 14.83, 94.73, 7.48, 94.64, 11.63),
+    ],
+    columns=["dataset", "method", "GCN/SAGE score", "GCN/SAGE MB", "GAT score", "GAT MB", "APPNP score", "APPNP MB"],
+)
+
+
+#: The knobs every run reads (besides its figure's own): the graph generator, the machines, the engine and the
+#: training configuration of :func:`base_config`. ``tail`` and ``tolerance`` only summarise runs.
+RUN_KNOBS = ("csbm_nodes", "parts", "engine", "rounds", "local_steps", "server_steps", "hidden", "batch_size",
+             "server_batch", "num_layers")
+
+
+def load(name: str, csbm_nodes: int) -> GraphData:
+    """A registered graph, or ``csbm``: a contextual SBM where the features alone are weak and the graph matters."""
+    if name == "csbm":
+        return contextual_sbm(csbm_nodes, torch.Generator().manual_seed(0), num_classes=4, avg_degree=10,
+                              homophily=0.6, feature_signal=0.25)
+    return load_graph(name)
+
+
+def base_config(settings, method: str = "llcg", **changes) -> LLCGConfig:
+    cfg = LLCGConfig(method=method, rounds=settings.rounds, local_steps=settings.local_steps,
+                     server_steps=settings.server_steps, hidden=settings.hidden, batch_size=settings.batch_size,
+                     server_batch=settings.server_batch, num_layers=settings.num_layers, **_COMMON)
+    return replace(cfg, **changes)
+
+
+_WORKER_GRAPHS: dict = {}
+
+
+def _run_one(task) -> pd.DataFrame:
+    """One run in a worker process, which keeps the graphs and partitions it has loaded. With
+    ``engine="distributed"``, PSGD-PA and LLCG run on real processes (GGS and the single machine
+    have no distributed form here and stay serial)."""
+    (graph, partition, cfg, seed), csbm_nodes, parts, engine = task
+    key = (graph, "metis" if partition == "none" else partition, parts)
+    if key not in _WORKER_GRAPHS:
+        data = load(graph, csbm_nodes)
+        _WORKER_GRAPHS[key] = data, partition_graph(data, parts, key[1], seed=0)
+    data, parting = _WORKER_GRAPHS[key]
+    if engine == "distributed" and cfg.method in ENGINE_METHODS:
+        return run_distributed(data, parting, cfg, seed)[0]
+    return run_serial(data, parting, cfg, seed)[0]
+
+
+class Runs:
+    """Runs memoised by (graph, partition, configuration, seed), on the settings' ``engine``.
+
+    :meth:`table` runs what it has not seen yet on a :class:`mlsysrepro.core.tasks.TaskRunner`
+    (``workers`` processes, one thread each). A run's result does not depend on which process ran it
+    or on ``workers``. :meth:`figure` is :meth:`table` cached under a figure's name.
+    """
+
+    def __init__(self, settings, workers: int | None = None):
+        if settings.engine not in ENGINES:
+            raise ValueError(f"parameter 'engine' must be one of {list(ENGINES)}, got {settings.engine!r}")
+        self.settings, self._graphs, self._parts, self._logs = settings, {}, {}, {}
+        self.runner = TaskRunner(workers)
+
+    def graph(self, name: str) -> GraphData:
+        if name not in self._graphs:
+            self._graphs[name] = load(name, self.settings.csbm_nodes)
+        return self._graphs[name]
+
+    def partitioning(self, name: str, method: str, parts: int | None = None):
+        key = (name, method, parts or self.settings.parts)
+        if key not in self._parts:
+            self._parts[key] = partition_graph(self.graph(name), key[2], method, seed=0)
+        return self._parts[key]
+
+    def table(self, requests: list[tuple]) -> pd.DataFrame:
+        """The per-round logs of ``(graph, partition, config, seed, labels)`` requests, one frame with
+        ``graph``, ``partition``, ``method``, ``seed`` and each label as columns."""
+        keys = [(g, "none" if c.method == "single" else p, c, seed + self.settings.seed)
+                for g, p, c, seed, _ in requests]  # one machine: no partition (P only sets its batch size)
+        missing = list(dict.fromkeys(k for k in keys if k not in self._logs))
+        for graph in dict.fromkeys(k[0] for k in missing):
+            self.graph(graph)  # fetch and process each dataset here first: workers must not write it at once
+        tasks = [(k, self.settings.csbm_nodes, self.settings.parts, self.settings.engine) for k in missing]
+        self._logs.update(zip(missing, self.runner.map(_run_one, tasks, desc="runs")))
+        return pd.concat([self._logs[k].assign(graph=k[0], partition=k[1], method=LABELS[k[2].method],
+                                               seed=request[3], **request[4])
+                          for k, request in zip(keys, requests)], ignore_index=True)
+
+    def figure(self, name: str, knobs: tuple[str, ...], requests: list[tuple]) -> pd.DataFrame:
+        """:meth:`table` of ``requests``, cached as ``name`` by :data:`RUN_KNOBS` and the figure's ``knobs``."""
+        return cached(name, self.settings, lambda: self.table(requests), knobs=RUN_KNOBS + knobs)
+
+    def close(self) -> None:
+        """Stop the worker processes (a later :meth:`table` starts new ones)."""
+        self.runner.close()
+
+
+def psgd_vs_ggs(runs: Runs) -> pd.DataFrame:
+    """Fig. 2: PSGD-PA, GGS and the single machine on ``fig2_graph``, METIS parts."""
+    s = runs.settings
+    return runs.figure("fig2_psgd_vs_ggs", ("fig2_graph",),
+                       [(s.fig2_graph, "metis", base_config(s, m), 0, {}) for m in ("single", "psgd_pa", "ggs")])
+
+
+def main_comparison(runs: Runs) -> pd.DataFrame:
+    """Fig. 4: the single machine, PSGD-PA, GGS and LLCG on every graph, METIS and random parts."""
+    s = runs.settings
+    requests = [(g, "none", base_config(s, "single"), 0, {}) for g in s.graphs]
+    requests += [(g, p, base_config(s, m), 0, {}) for g in s.graphs for p in s.partitions
+                 for m in ("psgd_pa", "ggs", "llcg")]
+    return runs.figure("fig4_comparison", ("graphs", "partitions"), requests)
+
+
+def model_table(runs: Runs) -> pd.DataFrame:
+    """Table 1: each model under PSGD-PA, GGS and LLCG, ``seeds`` seeds of ``table1_rounds`` rounds."""
+    s = runs.settings
+    return runs.figure("table1_models", ("table1_graph", "table1_models", "table1_rounds", "seeds"),
+                       [(s.table1_graph, "metis", base_config(s, m, model=model, rounds=s.table1_rounds), seed,
+                         {"model": model})
+                        for model in s.table1_models for m in ("psgd_pa", "ggs", "llcg") for seed in range(s.seeds)])
+
+
+def local_steps_sweep(runs: Runs) -> pd.DataFrame:
+    """Fig. 5: PSGD-PA and LLCG with K local steps per round."""
+    s = runs.settings
+    return runs.figure("fig5_local_steps", ("fig5_graph", "fig5_local_steps"),
+                       [(s.fig5_graph, "metis", base_config(s, m, local_steps=k), 0, {"K": k})
+                        for k in s.fig5_local_steps for m in ("psgd_pa", "llcg")])
+
+
+def correction_neighbourhood(runs: Runs) -> pd.DataFrame:
+    """Fig. 6: LLCG whose server samples ``fanout`` neighbours per layer, or takes all of them."""
+    s = runs.settings
+    requests = [(s.fig2_graph, "metis", base_config(s, "llcg", server_fanout=f), 0,
+                 {"correction": "sampled (10 per layer)" if f else "full neighbours"}) for f in (10, None)]
+    requests.append((s.fig2_graph, "metis", base_config(s, "single"), 0, {"correction": "none (single machine)"}))
+    return runs.figure("fig6_correction", ("fig2_graph",), requests)
+
+
+def fanout_by_server_steps(runs: Runs) -> pd.DataFrame:
+    """Fig. 7: local neighbours per layer (0 = all) against correction steps S (S = 0 is PSGD-PA)."""
+    s = runs.settings
+    requests = []
+    for f in s.fig7_fanouts:
+        fanout = f or None
+        requests.append((s.fig7_graph, "metis", base_config(s, "psgd_pa", fanout=fanout), 0, {"fanout": f, "S": 0}))
+        requests += [(s.fig7_graph, "metis", base_config(s, "llcg", fanout=fanout, server_steps=k), 0,
+                      {"fanout": f, "S": k}) for k in s.fig7_server_steps]
+    return runs.figure("fig7_fanout_by_server_steps", ("fig7_graph", "fig7_fanouts", "fig7_server_steps"), requests)
+
+
+def growing_local_steps(runs: Runs) -> pd.DataFrame:
+    """Appendix (PSGD-PA with exponential local steps): K_r = ceil(K rho^r) for PSGD-PA, against LLCG."""
+    s = runs.settings
+    return runs.figure("appendix_growing_local_steps", ("fig2_graph", "rho"), [
+        (s.fig2_graph, "metis", base_config(s, "psgd_pa", rho=s.rho), 0, {"schedule": f"K rho^r, rho={s.rho}"}),
+        (s.fig2_graph, "metis", base_config(s, "psgd_pa"), 0, {"schedule": "constant K"}),
+        (s.fig2_graph, "metis", base_config(s, "llcg"), 0, {"schedule": "constant K"}),
+        (s.fig2_graph, "none", base_config(s, "single"), 0, {"schedule": "constant K"}),
+    ])
+
+
+def engines(runs: Runs, timeout: float = 600.0) -> tuple[pd.DataFrame, float]:
+    """One LLCG run on both engines (``engine_parts`` machines); returns both logs and the largest
+    parameter difference between their final models."""
+    s = runs.settings
+    data = runs.graph(s.engine_graph)
+    parting = runs.partitioning(s.engine_graph, "metis", s.engine_parts)
+    cfg = base_config(s, "llcg", rounds=s.engine_rounds)
+    serial_log, serial_state = run_serial(data, parting, cfg, s.seed, desc="serial engine")
+    dist_log, dist_state = run_distributed(data, parting, cfg, s.seed, timeout=timeout)
+    gap = max(float((serial_state[k] - dist_state[k]).abs().max()) for k in serial_state)
+    logs = pd.concat([serial_log.assign(engine="serial"), dist_log.assign(engine="distributed")])
+    return logs, gap
+
+
+def settings_vs_paper(settings) -> pd.DataFrame:
+    """This run's training knobs beside the ``paper`` preset (the paper's configuration)."""
+    knobs = ["parts", "rounds", "local_steps", "server_steps", "hidden", "num_layers", "batch_size", "server_batch"]
+    return beside_paper(settings, {k: PRESETS["paper"][k] for k in knobs})
+
+
+# ---- summaries the claims read ------------------------------------------------------------------------
+
+def final(frame: pd.DataFrame, tail: int, keys: list[str], column: str = "val_score") -> pd.Series:
+    """Mean of ``column`` over each run's last ``tail`` rounds, per ``keys`` (seeds averaged too)."""
+    last = frame[frame["round"] > frame["round"].max() - tail]
+    return last.groupby(keys)[column].mean()
+
+
+def gaps(fig4: pd.DataFrame, tail: int) -> pd.DataFrame:
+    """Per graph and partition: the single machine's final validation score minus each method's."""
+    scores = final(fig4, tail, ["graph", "partition", "method"]).reset_index()
+    single = scores[scores.method == LABELS["single"]].set_index("graph")["val_score"]
+    rest = scores[scores.method != LABELS["single"]].copy()
+    rest["gap"] = single.loc[rest.graph].to_numpy() - rest.val_score.to_numpy()
+    return rest.pivot_table(index=["graph", "partition"], columns="method", values="gap")
+
+
+def edge_cuts(runs: Runs) -> pd.Series:
+    """The edge-cut fraction of every (graph, partition) of Fig. 4."""
+    s = runs.settings
+    return pd.Series({(g, p): runs.partitioning(g, p).edge_cut for g in s.graphs for p in s.partitions},
+                     name="edge cut").rename_axis(["graph", "partition"])
+
+
+def mb_per_round(frame: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """Average megabytes communicated per round (model exchange plus feature fetches)."""
+    return frame[frame["round"] > 0].groupby(keys)["bytes"].mean() / 1e6
+
+
+def table1(frame: pd.DataFrame, tail: int) -> pd.DataFrame:
+    """Table 1 layout: per model and method, test score mean and std over seeds (%) and MB per round."""
+    per_seed = final(frame, tail, ["model", "method", "seed"], "test_score") * 100
+    table = per_seed.groupby(["model", "method"]).agg(["mean", "std"]).rename(columns=lambda c: f"score {c}")
+    table["MB per round"] = mb_per_round(frame, ["model", "method"])
+    return table

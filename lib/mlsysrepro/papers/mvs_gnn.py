@@ -1,0 +1,301 @@
+"""The experiments of the MVS-GNN notebook (Cong et al., KDD 2020): presets and one function per figure.
+
+Each function returns a pandas DataFrame that the notebook plots; the notebook holds no logic. The training
+runs are cached under ``data/cache/mvs_gnn`` by the knobs they read (:data:`MODEL_KNOBS` and the figure's own).
+
+- :func:`convergence` — Fig. 2: gradient variance, training loss and validation score against
+  iterations for the six samplers;
+- :func:`score_vs_batch_size` — Table 3: test score against batch size, mean and std over seeds;
+- :func:`time_breakdown` — Table 4: sampling, training and checkpoint ("distribution") time per
+  20 iterations of a 5-layer GNN;
+- :func:`inner_loop_sweep` — Fig. 3: MVS-GNN with K inner steps between checkpoints;
+- :func:`mvs_vs_uniform` — Fig. 4: all neighbours, MVS node sampling against uniform (UNS);
+- :func:`sampler_throughput` — mini-batches per second against graph size (synthetic graphs).
+
+Every sampler gets about ``B`` training nodes per step: the node-wise samplers take ``B`` seeds,
+Cluster-GCN and GraphSAINT sample ``B * N / |train|`` nodes, MVS-GNN's Bernoulli batches have
+expected size ``B``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pandas as pd
+import torch
+
+from ..core import progress
+from ..core.cache import cached
+from ..gnn import registry
+from ..gnn.datasets import GraphData, contextual_sbm, load_graph
+from ..gnn.models import GNN
+from ..gnn.mvs import gradient_alignment
+from ..gnn.registry import SamplerOptions
+from ..gnn.training import train
+
+#: The paper's six samplers of Fig. 2 and Tables 3-4, in its order.
+SAMPLERS = ("MVS-GNN", "GraphSAGE", "VR-GCN", "LADIES", "Cluster-GCN", "GraphSAINT")
+
+PRESETS = {
+    "smoke": dict(
+        graphs=["minesweeper"], batch_sizes=[256], steps=20, log_every=10, variance_draws=2,
+        table3_graphs=["minesweeper"], table3_batch_sizes=[64, 256], table3_steps=20, seeds=1,
+        table4_graph="minesweeper", table4_layers=3, table4_iterations=5,
+        fig3_graph="minesweeper", fig3_inner_steps=[10, 20], fig3_steps=20,
+        fig4_graphs=["cora"], fig4_epochs=3, fig4_batch_size=64,
+        scaling_sizes=[2_000, 20_000], scaling_batches=2, scaling_metis_limit=200_000,
+        hidden=32, lr=0.01, dropout=0.1, gamma=1.0, inner_steps=20, fanout=5, vrgcn_fanout=2, cluster_size=128,
+    ),
+    "default": dict(
+        graphs=["tolokers", "minesweeper", "citeseer"], batch_sizes=[256, 512], steps=150, log_every=15,
+        variance_draws=3,
+        table3_graphs=["citeseer", "minesweeper"], table3_batch_sizes=[64, 128, 256, 512], table3_steps=100, seeds=3,
+        table4_graph="tolokers", table4_layers=5, table4_iterations=20,
+        fig3_graph="citeseer", fig3_inner_steps=[10, 20, 30, 40], fig3_steps=150,
+        fig4_graphs=["cora", "citeseer"], fig4_epochs=30, fig4_batch_size=64,
+        scaling_sizes=[10_000, 100_000, 1_000_000], scaling_batches=5, scaling_metis_limit=200_000,
+        hidden=64, lr=0.01, dropout=0.1, gamma=1.0, inner_steps=20, fanout=5, vrgcn_fanout=2, cluster_size=128,
+    ),
+    "paper": dict(
+        graphs=["reddit", "ppi", "ppi_large", "yelp"], batch_sizes=[512], steps=1_000, log_every=10,
+        variance_draws=10,
+        table3_graphs=["reddit", "ppi", "ppi_large", "yelp"], table3_batch_sizes=[256, 512, 1024, 2048],
+        table3_steps=5_000, seeds=3,
+        table4_graph="ppi", table4_layers=5, table4_iterations=20,
+        fig3_graph="reddit", fig3_inner_steps=[10, 20, 30, 40], fig3_steps=1_000,
+        fig4_graphs=["cora", "citeseer"], fig4_epochs=100, fig4_batch_size=64,
+        scaling_sizes=[10_000, 100_000, 1_000_000, 10_000_000], scaling_batches=20, scaling_metis_limit=10_000_000,
+        hidden=256, lr=0.01, dropout=0.1, gamma=0.1, inner_steps=20, fanout=5, vrgcn_fanout=2, cluster_size=128,
+    ),
+}
+
+
+#: The knobs of the model and of the samplers every run reads (besides its figure's own).
+MODEL_KNOBS = ("hidden", "lr", "dropout", "gamma", "inner_steps", "fanout", "vrgcn_fanout", "cluster_size")
+
+
+def make_sampler(name: str, data: GraphData, batch_size: int, num_layers: int, settings, generator: torch.Generator,
+                 inner_steps: int | None = None, gamma: float | None = None):
+    """A sampler of :mod:`mlsysrepro.gnn.registry` set up with this run's knobs; ``inner_steps`` and ``gamma``
+    override the settings' K and gamma for MVS-GNN."""
+    options = SamplerOptions(batch_size, num_layers, settings.fanout, settings.vrgcn_fanout, settings.cluster_size,
+                             gamma or settings.gamma, inner_steps or settings.inner_steps)
+    return registry.make_sampler(name, data, options, generator)
+
+
+def _model(data: GraphData, settings, num_layers: int = 2) -> GNN:
+    return GNN(data.x.shape[1], settings.hidden, data.num_classes, num_layers, "gcn", settings.dropout)
+
+
+def run_sampler(data, sampler_name, batch_size, settings, seed, steps, log_every, variance_draws, **sampler_options):
+    """Train a 2-layer GCN with one sampler from seeded initial weights; the training log as a DataFrame."""
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)  # the model's initial weights: the same for every sampler
+    model = _model(data, settings)
+    sampler = make_sampler(sampler_name, data, batch_size, model.num_layers, settings, generator, **sampler_options)
+    log = train(model, data, sampler, steps, generator, settings.lr, log_every, variance_draws,
+                desc=f"{data.name} {sampler_name} B={batch_size}")
+    return log.frame().assign(graph=data.name, sampler=sampler_name, batch_size=batch_size, seed=seed)
+
+
+def _grid(graphs, batch_sizes):
+    """Every (graph data, batch size, sampler) of a figure or table, each graph loaded once."""
+    for graph in graphs:
+        data = load_graph(graph)
+        for B in batch_sizes:
+            for name in SAMPLERS:
+                yield data, B, name
+
+
+def convergence(settings) -> pd.DataFrame:
+    """Fig. 2: per logged iteration, grad_variance, train_loss, val_score for every sampler."""
+    def compute():
+        frames = [run_sampler(data, name, B, settings, settings.seed, settings.steps, settings.log_every,
+                              settings.variance_draws)
+                  for data, B, name in _grid(settings.graphs, settings.batch_sizes)]
+        return pd.concat(frames, ignore_index=True)
+
+    return cached("fig2_convergence", settings, compute,
+                  knobs=MODEL_KNOBS + ("graphs", "batch_sizes", "steps", "log_every", "variance_draws"))
+
+
+def score_vs_batch_size(settings) -> pd.DataFrame:
+    """Table 3: the test score of the best-validation checkpoint, per graph, sampler, batch size and seed."""
+    def compute():
+        rows = []
+        for data, B, name in _grid(settings.table3_graphs, settings.table3_batch_sizes):
+            for seed in range(settings.seed, settings.seed + settings.seeds):
+                log = run_sampler(data, name, B, settings, seed, settings.table3_steps, settings.log_every, 0)
+                best = log.loc[log.val_score.idxmax()]
+                rows.append(dict(graph=data.name, metric=data.metric, sampler=name, batch_size=B, seed=seed,
+                                 test_score=best.test_score))
+        return pd.DataFrame(rows)
+
+    return cached("table3_scores", settings, compute,
+                  knobs=MODEL_KNOBS + ("table3_graphs", "table3_batch_sizes", "table3_steps", "seeds", "log_every"))
+
+
+def time_breakdown(settings) -> pd.DataFrame:
+    """Table 4: seconds for ``table4_iterations`` iterations of a ``table4_layers``-layer GNN, batch 512."""
+    data = load_graph(settings.table4_graph)
+    rows = []
+    for name in SAMPLERS:
+        generator = torch.Generator().manual_seed(settings.seed)
+        torch.manual_seed(settings.seed)
+        model = _model(data, settings, settings.table4_layers)
+        sampler = make_sampler(name, data, 512, model.num_layers, settings, generator)
+        start = time.perf_counter()
+        log = train(model, data, sampler, settings.table4_iterations, generator, settings.lr,
+                    log_every=settings.table4_iterations + 1, variance_draws=0, desc=f"timing {name}")
+        setup = time.perf_counter() - start - log.time_sample - log.time_train - log.time_refresh
+        rows.append(dict(sampler=name, sample=log.time_sample, train=log.time_train, distribution=log.time_refresh,
+                         total=log.time_sample + log.time_train + log.time_refresh, evaluation_and_setup=setup))
+    return pd.DataFrame(rows)
+
+
+def inner_loop_sweep(settings) -> pd.DataFrame:
+    """Fig. 3: MVS-GNN with K in ``fig3_inner_steps``; variance, train loss and test loss per iteration."""
+    def compute():
+        data = load_graph(settings.fig3_graph)
+        B = settings.batch_sizes[-1]
+        frames = [run_sampler(data, "MVS-GNN", B, settings, settings.seed, settings.fig3_steps, settings.log_every,
+                              settings.variance_draws, inner_steps=K).assign(inner_steps=K)
+                  for K in settings.fig3_inner_steps]
+        return pd.concat(frames, ignore_index=True)
+
+    return cached("fig3_inner_steps", settings, compute,
+                  knobs=MODEL_KNOBS + ("fig3_graph", "fig3_inner_steps", "fig3_steps", "batch_sizes", "log_every",
+                                       "variance_draws"))
+
+
+def mvs_vs_uniform(settings) -> pd.DataFrame:
+    """Fig. 4: all neighbours, gamma = 100 %; MVS against UNS; one epoch = 10 iterations."""
+    def compute():
+        frames = []
+        for graph in settings.fig4_graphs:
+            data = load_graph(graph)
+            for name in ("MVS (all neighbours)", "UNS"):
+                frame = run_sampler(data, name, settings.fig4_batch_size, settings, settings.seed,
+                                    10 * settings.fig4_epochs, 10, settings.variance_draws, gamma=1.0)
+                frames.append(frame.assign(epoch=frame.step // 10))
+        return pd.concat(frames, ignore_index=True)
+
+    return cached("fig4_mvs_vs_uns", settings, compute,
+                  knobs=MODEL_KNOBS + ("fig4_graphs", "fig4_epochs", "fig4_batch_size", "variance_draws"))
+
+
+def sampler_throughput(settings) -> pd.DataFrame:
+    """Mini-batches per second of each sampler (batch 512, 2 layers) on synthetic graphs of growing size.
+
+    Only ``sample()`` is timed; set-up (METIS, GraphSAINT's pre-sampling) and MVS-GNN's checkpoint
+    are not (the benchmark ``benchmarks/gnn_samplers.py`` reports MVS-GNN's amortised cost).
+    Cluster-GCN is skipped above ``scaling_metis_limit`` nodes: METIS into clusters of 128 nodes
+    would then dominate the notebook's time budget.
+    """
+    rows = []
+    for n in progress(settings.scaling_sizes, "graph sizes"):
+        generator = torch.Generator().manual_seed(settings.seed)
+        data = contextual_sbm(n, generator)
+        torch.manual_seed(settings.seed)
+        model = _model(data, settings).eval()
+        for name in SAMPLERS:
+            if name == "Cluster-GCN" and n > settings.scaling_metis_limit:
+                continue
+            sampler = make_sampler(name, data, 512, 2, settings, generator)
+            sampler.refresh(model, data, None, 0)  # MVS-GNN's first checkpoint; a no-op for the others
+            start = time.perf_counter()
+            for _ in range(settings.scaling_batches):
+                sampler.sample(generator)
+            rows.append(dict(num_nodes=n, num_edges=data.graph.num_edges, sampler=name,
+                             batches_per_second=settings.scaling_batches / (time.perf_counter() - start)))
+    return pd.DataFrame(rows)
+
+
+# --- the paper's numbers, shown only as references beside ours -------------------------------
+
+#: Table 3 of the paper: test F1-micro by batch size (Reddit, PPI, PPI-large, Yelp; "OOM" = out of memory).
+PAPER_TABLE3 = pd.DataFrame(
+    [
+        (256, "MVS-GNN", 0.938, 0.836, 0.841, 0.613), (256, "GraphSAGE", 0.920, 0.739, 0.660, 0.589),
+        (256, "VR-GCN", 0.917, 0.812, 0.821, 0.555), (256, "LADIES", 0.932, 0.583, 0.603, 0.596),
+        (256, "Cluster-GCN", 0.739, 0.586, 0.608, 0.538), (256, "GraphSAINT", 0.907, 0.506, 0.427, 0.514),
+        (512, "MVS-GNN", 0.942, 0.859, 0.864, 0.617), (512, "GraphSAGE", 0.932, 0.781, 0.766, 0.606),
+        (512, "VR-GCN", 0.929, 0.831, 0.829, 0.607), (512, "LADIES", 0.938, 0.607, 0.600, 0.596),
+        (512, "Cluster-GCN", 0.897, 0.590, 0.605, 0.577), (512, "GraphSAINT", 0.921, 0.577, 0.531, 0.540),
+        (1024, "MVS-GNN", 0.946, 0.864, 0.875, 0.619), (1024, "GraphSAGE", 0.939, 0.809, 0.789, 0.611),
+        (1024, "VR-GCN", 0.934, 0.848, 0.849, 0.615), (1024, "LADIES", 0.937, 0.659, 0.599, 0.599),
+        (1024, "Cluster-GCN", 0.923, 0.587, 0.639, 0.595), (1024, "GraphSAINT", 0.929, 0.611, 0.558, 0.550),
+        (2048, "MVS-GNN", 0.949, 0.880, 0.892, 0.620), (2048, "GraphSAGE", 0.944, 0.839, 0.833, 0.617),
+        (2048, "VR-GCN", 0.945, 0.844, 0.856, None), (2048, "LADIES", 0.943, 0.722, 0.623, 0.602),
+        (2048, "Cluster-GCN", 0.939, 0.592, 0.647, 0.616), (2048, "GraphSAINT", 0.931, 0.633, 0.593, 0.559),
+    ],
+    columns=["batch_size", "sampler", "Reddit", "PPI", "PPI-large", "Yelp"],
+)
+
+#: Table 4 of the paper: seconds per 20 iterations of a 5-layer GNN on PPI, batch 512.
+PAPER_TABLE4 = pd.DataFrame(
+    [("MVS-GNN", 1.057, 0.646, 0.088, 1.791), ("GraphSAGE", 9.737, 0.688, 0.0, 10.425),
+     ("VR-GCN", 10.095, 1.038, 0.0, 11.133), ("LADIES", 1.031, 0.295, 0.0, 1.326),
+     ("Cluster-GCN", 1.140, 0.672, 0.0, 1.812), ("GraphSAINT", 0.793, 0.214, 0.0, 1.007)],
+    columns=["sampler", "sample", "train", "distribution", "total"],
+)
+
+
+# --- the claims' measurements: each returns the number a claim's rule is applied to --------------
+
+def lowest_variance(convergence_frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (graph, batch size): each sampler's median gradient variance over the logged steps (after step 0)."""
+    logged = convergence_frame[convergence_frame.step > 0]
+    return logged.groupby(["graph", "batch_size", "sampler"]).grad_variance.median().unstack("sampler")
+
+
+def iterations_to_loss(convergence_frame: pd.DataFrame) -> pd.DataFrame:
+    """Per (graph, batch size): the first logged step at which each sampler's training loss reaches the
+    highest of the samplers' best losses (a loss every sampler reaches); NaN never happens by construction."""
+    rows = []
+    for (graph, B), frame in convergence_frame.groupby(["graph", "batch_size"]):
+        target = frame.groupby("sampler").train_loss.min().max()
+        reached = frame[frame.train_loss <= target + 1e-12].groupby("sampler").step.min()
+        rows.append(reached.rename((graph, B)))
+    return pd.DataFrame(rows).rename_axis(["graph", "batch_size"])
+
+
+def score_table(scores: pd.DataFrame) -> pd.DataFrame:
+    """Table 3 analogue: mean and std of the test score per graph, batch size and sampler."""
+    return scores.groupby(["graph", "batch_size", "sampler"]).test_score.agg(["mean", "std"]).fillna(0.0)
+
+
+def best_within_noise(table: pd.DataFrame, max_batch: int) -> pd.Series:
+    """Per (graph, batch size <= max_batch): is MVS-GNN's mean within (its std + the best's std) of the best mean?"""
+    verdicts = {}
+    for (graph, B), frame in table.groupby(level=["graph", "batch_size"]):
+        if B > max_batch:
+            continue
+        frame = frame.droplevel(["graph", "batch_size"])
+        best = frame["mean"].idxmax()
+        mvs = frame.loc["MVS-GNN"]
+        verdicts[(graph, B)] = bool(mvs["mean"] >= frame.loc[best, "mean"] - (mvs["std"] + frame.loc[best, "std"]))
+    return pd.Series(verdicts, dtype=bool)
+
+
+def fraction_of_epochs_below(fig4_frame: pd.DataFrame) -> pd.Series:
+    """Per graph: the fraction of logged epochs (after epoch 0) where MVS's gradient variance is below UNS's."""
+    logged = fig4_frame[fig4_frame.epoch > 0].pivot_table(index=["graph", "epoch"], columns="sampler",
+                                                          values="grad_variance")
+    below = logged["MVS (all neighbours)"] < logged["UNS"]
+    return below.groupby(level="graph").mean()
+
+
+def alignment_by_graph(settings) -> pd.DataFrame:
+    """Per Fig. 2 graph, at the initial weights: :func:`mlsysrepro.gnn.mvs.gradient_alignment` of the training nodes."""
+    rows = []
+    for graph in settings.graphs:
+        data = load_graph(graph)
+        torch.manual_seed(settings.seed)  # the same initial weights as the Fig. 2 runs
+        model = _model(data, settings).eval()
+        with torch.no_grad():
+            logits, z = model.forward_full(data.x, data.graph.adjacency(), return_last_input=True)
+        idx = data.train_idx
+        rows.append(dict(graph=graph, num_classes=data.num_classes,
+                         alignment=gradient_alignment(logits[idx], z[idx], data.y[idx])))
+    return pd.DataFrame(rows)

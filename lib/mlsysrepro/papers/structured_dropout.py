@@ -1,0 +1,415 @@
+"""The experiments of the structured-dropout notebook (Sarma et al., NeurIPS 2021): presets and one function per figure.
+
+- :func:`mask_cases` — Fig. 1: the four mask cases, drawn from real masks;
+- :func:`accuracy_runs` — the accuracy table and the convergence curves: PTB perplexity and CoNLL-2003
+  span F1 per dropout mode and seed, trained on a pool of worker processes (cached under ``data/cache``);
+- :func:`speed_table` — seconds per training step and per epoch of the full-size models, per dropout
+  rate, for standard dropout, structured dropout (compacted), the CPU variants with a longer mask
+  period, and ``torch.nn.LSTM``;
+- :func:`stage_breakdown` — forward, backward-data and backward-weight of the LM's GEMMs that read a
+  dropped state, dense against compacted, beside the ideal speed-up ``1 / (1 - p)``;
+- :func:`translation_runs` — IWSLT'14 De-En and IWSLT'15 En-Vi BLEU per dropout mode, when ``translation`` is
+  on and the training sets are registered (``scale=paper``).
+
+Two sizes on purpose: the accuracy rows train reduced models on a subset of the data (two CPU cores
+cannot train PTB "medium" for 39 epochs); the speed rows time the paper's full-size models, one
+training step at a time, and an epoch is that step time multiplied by the epoch's steps.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+from torch.nn import functional as F
+
+from ..core.data import DatasetError, fetch, load_registry
+from ..core.settings import beside_paper
+from ..core.tasks import TaskRunner
+from ..core.timing import interleaved
+from ..sparsity.gemm_timing import time_stages
+from ..sparsity.masks import dropout_mask, kept_count
+from ..text.bleu import corpus_bleu
+from ..recurrent.models import Tagger, Translator, WordLM
+from ..recurrent.reference import TorchTagger, TorchWordLM
+from ..text.span_f1 import span_f1
+from ..text.corpora import IWSLT, UNK, batchify, build_vocab, load_conll2003, load_parallel, load_ptb, pad_batch
+from ..recurrent.training import perplexity, tag, train_lm, train_tagger, train_translator, translate
+
+#: The modes trained for the accuracy table (the paper's case III beside I, II and IV).
+ACCURACY_MODES = ("standard", "locked", "structured", "fixed")
+LABELS = {"standard": "standard (I)", "locked": "locked (II)", "structured": "structured (III)", "fixed": "fixed (IV)"}
+#: One colour per mode in every figure (seaborn's colour-blind palette).
+PALETTE = {"standard (I)": "#0173b2", "locked (II)": "#de8f05", "structured (III)": "#029e73",
+           "fixed (IV)": "#cc78bc", "torch.nn.LSTM": "#555555"}
+
+PRESETS = {
+    "smoke": dict(
+        seeds=1, p=0.5, ptb_hidden=16, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.005, ptb_epochs=1,
+        ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01,
+        conll_embedding=16, conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
+        speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
+        speed_repeats=1, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False, mt_pairs=["de-en", "en-vi"],
+        mt_hidden=32, mt_epochs=1, mt_batch=64, device="cpu",
+    ),
+    "default": dict(
+        seeds=3, p=0.5, ptb_hidden=64, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.12, ptb_epochs=3,
+        ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=10_000, ptb_test_tokens=0, conll_fraction=0.2,
+        conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=3, conll_lr=0.005, conll_eval_sentences=0,
+        speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
+        speed_periods=[5], speed_repeats=5, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False,
+        mt_pairs=["de-en", "en-vi"], mt_hidden=256, mt_epochs=12, mt_batch=64, device="cpu",
+    ),
+    "paper": dict(
+        seeds=3, p=0.5, ptb_hidden=650, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39,
+        ptb_lr=1.0, ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
+        conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
+        speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
+        speed_periods=[5], speed_repeats=10, ppl_tolerance=0.02, f1_tolerance=0.5, translation=True,
+        mt_pairs=["de-en", "en-vi"], mt_hidden=512, mt_epochs=12, mt_batch=64, device="cuda",
+    ),
+}
+
+
+#: The knobs the accuracy runs depend on (the speed measurements' knobs start with ``speed_``).
+ACCURACY_KNOBS = tuple(name for name in PRESETS["default"]
+                       if not name.startswith(("speed_", "mt_", "translation")) and "tolerance" not in name)
+#: The knobs of the translation rows.
+TRANSLATION_KNOBS = ("seeds", "p", "mt_pairs", "mt_hidden", "mt_epochs", "mt_batch", "device")
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(device: str) -> torch.device:
+    """The torch device of the ``device`` knob, or a ValueError naming the allowed values."""
+    if device not in DEVICES:
+        raise ValueError(f"parameter 'device' must be one of {list(DEVICES)}, got {device!r}")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("parameter 'device' is 'cuda' but torch sees no GPU here; run with -p device cpu")
+    return torch.device(device)
+
+
+def mask_cases(steps: int = 6, batch: int = 4, hidden: int = 10, p: float = 0.5, seed: int = 0) -> dict:
+    """Fig. 1: one real (steps, batch, hidden) mask per case, 1 where a neuron is kept."""
+    return {LABELS[mode]: (dropout_mask(mode, steps, batch, hidden, p, torch.Generator().manual_seed(seed))
+                           .expand(steps, batch, hidden) > 0).int()
+            for mode in ACCURACY_MODES}
+
+
+def head(ids: torch.Tensor, tokens: int) -> torch.Tensor:
+    """The first ``tokens`` of a token stream (all of it when ``tokens`` is 0)."""
+    return ids if tokens == 0 else ids[:tokens]
+
+
+@dataclass(frozen=True)
+class Task:
+    """One accuracy run: which task, dropout mode and seed, with the settings it needs."""
+
+    task: str  # "ptb", "conll", or an IWSLT pair ("de-en", "en-vi")
+    mode: str
+    seed: int
+    knobs: dict
+
+
+def _train_ptb(t: Task, corpus) -> dict:
+    k = t.knobs
+    torch.manual_seed(t.seed)
+    train = batchify(corpus.train[: int(k["ptb_fraction"] * corpus.train.numel())], k["ptb_batch"])
+    valid = batchify(head(corpus.valid, k["ptb_valid_tokens"]), 10)
+    model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], k["p"], t.mode).to(k["device"])
+    rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
+                    clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1)
+    curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"]} for r in rows]
+    return {"curve": curve, "valid": rows[-1]["valid_ppl"],
+            "test": perplexity(model, batchify(head(corpus.test, k["ptb_test_tokens"]), 10), k["bptt"])}
+
+
+def _train_conll(t: Task, data) -> dict:
+    k = t.knobs
+    torch.manual_seed(t.seed)
+    train = data["train"]
+    n = int(k["conll_fraction"] * len(train.words))
+    train = type(train)(train.words[:n], train.tags[:n])
+    vocab = build_vocab(train.words)
+    index = {w: i for i, w in enumerate(vocab)}
+    tags = sorted({tg for s in data["train"].tags for tg in s})
+    m = k["conll_eval_sentences"] or None
+    dev, test = (type(train)(data[s].words[:m], data[s].tags[:m]) for s in ("dev", "test"))
+    model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], k["p"], t.mode).to(k["device"])
+    rows = train_tagger(model, train, dev, index, tags, k["conll_epochs"], torch.Generator().manual_seed(t.seed),
+                        batch_size=k["conll_batch"], lr=k["conll_lr"])
+    curve = [{"epoch": r["epoch"], "metric": r["dev_f1"]} for r in rows]
+    return {"curve": curve, "valid": rows[-1]["dev_f1"],
+            "test": span_f1(test.tags, tag(model, test.words, index, tags))["f1"]}
+
+
+def _run_one(t: Task) -> dict:
+    """One accuracy run in a worker process (one thread)."""
+    if t.task == "ptb":
+        return _train_ptb(t, load_ptb())
+    return _train_conll(t, load_conll2003())
+
+
+def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Train every (task, mode, seed) of the accuracy table; returns (results, curves).
+
+    ``results`` has one row per run: task, mode, seed, the final validation metric and the test metric
+    (perplexity for PTB, span F1 in % for CoNLL-2003); ``curves`` the validation metric per epoch.
+    Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in :data:`ACCURACY_KNOBS`.
+    """
+    check_device(settings.device)
+    knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
+    tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in ACCURACY_MODES
+             for s in range(settings.seeds)]
+    return _trained("accuracy_runs", settings, ACCURACY_KNOBS, tasks, _run_one,
+                    lambda: (load_ptb(), load_conll2003()), workers, "training runs")
+
+
+def _trained(name: str, settings, knobs: tuple[str, ...], tasks: list[Task], train, prefetch, workers: int | None,
+             desc: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``train`` over ``tasks`` on a :class:`mlsysrepro.core.tasks.TaskRunner`, cached under ``name`` by the seed
+    and ``knobs`` alone (the speed knobs do not change a trained model); ``prefetch`` first fetches the data in
+    this process, so that the workers never copy it at once. Returns (results, curves) frames."""
+    with TaskRunner(workers) as runner:
+        outputs = runner.cached_map(name, settings, train, tasks, knobs=knobs, desc=desc, prepare=prefetch)
+    results = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, "valid": o["valid"],
+                             "test": o["test"]} for t, o in zip(tasks, outputs)])
+    curves = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, **row}
+                           for t, o in zip(tasks, outputs) for row in o["curve"]])
+    return results, curves
+
+
+def accuracy_table(results: pd.DataFrame) -> pd.DataFrame:
+    """Mean and standard deviation over seeds of the validation and test metric, per task and mode."""
+    table = results.groupby(["task", "mode"], sort=False)[["valid", "test"]].agg(["mean", "std"])
+    table.columns = [f"{metric} {stat}" for metric, stat in table.columns]
+    return table.reset_index()
+
+
+# -- translation --------------------------------------------------------------------------------------------
+
+BOS, EOS = "<s>", "</s>"
+
+
+def _indexed(sentences: list[list[str]], vocab: list[str]) -> list[list[int]]:
+    index = {w: i for i, w in enumerate(vocab)}
+    unk = index[UNK]
+    return [[index.get(w, unk) for w in s] for s in sentences]
+
+
+def _train_translation(t: Task) -> dict:
+    """One run on the IWSLT release ``t.task`` (:data:`mlsysrepro.text.corpora.IWSLT`): train on its training split,
+    dev BLEU per epoch, test BLEU at the end."""
+    k, release = t.knobs, IWSLT[t.task]
+    train, dev, test = release.splits
+    data = load_parallel(fetch(release.dataset), release)
+    src_vocab = build_vocab(data[train].source, min_count=2, lower=False)
+    tgt_vocab = build_vocab(data[train].target, min_count=2, lower=False) + [BOS, EOS]
+    bos, eos = len(tgt_vocab) - 2, len(tgt_vocab) - 1
+    pairs = {split: list(zip(_indexed(d.source, src_vocab), _indexed(d.target, tgt_vocab)))
+             for split, d in data.items()}
+    torch.manual_seed(t.seed)
+    model = Translator(len(src_vocab), len(tgt_vocab), k["mt_hidden"], 2, k["p"], t.mode).to(k["device"])
+    rows = train_translator(model, pairs[train], pairs[dev], k["mt_epochs"],
+                            torch.Generator().manual_seed(t.seed), bos, eos, batch_size=k["mt_batch"])
+    hypotheses = translate(model, [s for s, _ in pairs[test]], bos, eos)
+    words = [[tgt_vocab[i] for i in h] for h in hypotheses]
+    return {"curve": [{"epoch": r["epoch"], "metric": r["dev_bleu"]} for r in rows], "valid": rows[-1]["dev_bleu"],
+            "test": corpus_bleu(words, data[test].target)["bleu"]}
+
+
+def translation_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame] | None:
+    """The paper's translation rows: for every pair in ``mt_pairs`` (:data:`mlsysrepro.text.corpora.IWSLT`:
+    IWSLT'14 De-En, IWSLT'15 En-Vi), test BLEU per dropout mode and seed, and dev BLEU per epoch; None when
+    ``settings.translation`` is off.
+
+    Needs each pair's training set in the registry (neither is obtainable here); raises a :class:`DatasetError`
+    that says where the files come from otherwise. The test sets alone are too small to train a translator that
+    reaches a meaningful BLEU, so there is no reduced setting.
+    """
+    unknown = [pair for pair in settings.mt_pairs if pair not in IWSLT]
+    if unknown or not settings.mt_pairs:
+        raise ValueError(f"parameter 'mt_pairs' must be a non-empty list of {list(IWSLT)}, got {settings.mt_pairs!r}")
+    if not settings.translation:
+        return None
+    registry = load_registry()
+    missing = [IWSLT[pair] for pair in settings.mt_pairs if IWSLT[pair].dataset not in registry]
+    if missing:
+        raise DatasetError(
+            "the translation rows need the IWSLT training sets, registered in lib/mlsysrepro/core/datasets.json with "
+            "the sha256 and URL of every split's files (<split>.<language>): "
+            + "; ".join(f"{r.dataset!r}, splits {', '.join(r.splits)}, from {r.origin}" for r in missing)
+            + "; set translation=False to skip them, or mt_pairs to the registered pairs")
+    check_device(settings.device)
+    knobs = {name: getattr(settings, name) for name in TRANSLATION_KNOBS}
+    tasks = [Task(pair, mode, settings.seed + s, knobs) for pair in settings.mt_pairs
+             for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
+    return _trained("translation_runs", settings, TRANSLATION_KNOBS, tasks, _train_translation,
+                    lambda: [fetch(IWSLT[pair].dataset) for pair in settings.mt_pairs], workers, "translation runs")
+
+
+# -- speed --------------------------------------------------------------------------------------------------
+
+def _lm_step(model, ids: torch.Tensor, generator):
+    """One LM training step (forward, backward, SGD update) on a window, as a callable to time."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        logits, _ = model(ids, None, generator)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def _tagger_step(model, ids: torch.Tensor, lengths: torch.Tensor, target: torch.Tensor, generator):
+    """One tagger training step (forward, backward, Adam update) on a batch, as a callable to time."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+
+    def step():
+        logits = model(ids, lengths, generator)
+        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1), ignore_index=-100)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    return step
+
+
+def variants(periods: list[int]) -> list[tuple[str, str, int]]:
+    """(label, mode, period) of every implementation timed: ours with each dropout, and torch.nn.LSTM."""
+    return ([(LABELS["standard"], "standard", 1), (LABELS["structured"], "structured", 1)]
+            + [(period_label(s), "structured", s) for s in periods]
+            + [(LABELS["fixed"], "fixed", 1), ("torch.nn.LSTM", "torch", 1)])
+
+
+def period_label(period: int) -> str:
+    return f"{LABELS['structured']}, period {period}"
+
+
+def palette(labels) -> dict:
+    """:data:`PALETTE`'s colour for each label; structured dropout with a longer period in light blue."""
+    return {label: PALETTE.get(label, "#56b4e9") for label in labels}
+
+
+def _seconds(timing) -> dict:
+    low, high = timing.interval
+    return {"step_s": timing.median, "step_low": low, "step_high": high}
+
+
+def speed_table(settings, seed: int = 0) -> pd.DataFrame:
+    """Median seconds of one training step (forward, backward, update) of the full-size models, and per epoch.
+
+    PTB: :class:`mlsysrepro.recurrent.models.WordLM`, 2 x ``speed_hidden``, 10,000 words, one BPTT window, for every
+    p of ``speed_ps`` at the first of ``speed_batches``, and at ``p`` for the other batches. CoNLL-2003: the BiLSTM
+    tagger at ``speed_tagger_hidden``, batch ``conll_batch``, on the real training mini-batch whose padded
+    length is the median one. ``epoch_s`` multiplies by the steps of one epoch of the full training set.
+    The variants of one (task, batch, p) are timed in turn, round after round, in alternating order
+    (:func:`mlsysrepro.core.timing.interleaved`), and ``step_s`` is the median with its 95 % interval
+    (``step_low``, ``step_high``). Run it when nothing else runs.
+    """
+    corpus, conll = load_ptb(), load_conll2003()
+    device = check_device(settings.device)
+    rows = []
+    gen = torch.Generator().manual_seed(seed)
+    vocab = len(corpus.vocab)
+    for n, batch in enumerate(settings.speed_batches):
+        ids = torch.randint(vocab, (settings.bptt, batch), generator=gen).to(device)
+        windows = math.ceil((corpus.train.numel() // batch - 1) / settings.bptt)
+        for p in settings.speed_ps if n == 0 else [settings.p]:
+            steps = {}
+            for label, mode, period in variants(settings.speed_periods):
+                torch.manual_seed(seed)
+                model = (TorchWordLM(vocab, settings.speed_hidden, 2, p) if mode == "torch"
+                         else WordLM(vocab, settings.speed_hidden, 2, p, mode, period=period))
+                steps[label] = _lm_step(model.to(device), ids, torch.Generator().manual_seed(seed))
+            for label, timing in interleaved(steps, settings.speed_repeats, device=device).items():
+                rows.append({"task": "ptb", "batch": batch, "p": p, "variant": label, **_seconds(timing),
+                             "epoch_s": timing.median * windows})
+    train = conll["train"]
+    vocab_list = build_vocab(train.words)
+    index = {w: i for i, w in enumerate(vocab_list)}
+    tags = sorted({t for s in train.tags for t in s})
+    b = settings.conll_batch
+    padded = [max(len(s) for s in train.words[i:i + b]) for i in range(0, len(train.words), b)]
+    typical = sorted(range(len(padded)), key=lambda i: (abs(padded[i] - sorted(padded)[len(padded) // 2]), i))[0]
+    sentences, sentence_tags = train.words[typical * b:(typical + 1) * b], train.tags[typical * b:(typical + 1) * b]
+    ids, lengths = pad_batch(sentences, index)
+    target = torch.full_like(ids, -100)
+    for j, row in enumerate(sentence_tags):
+        target[: len(row), j] = torch.tensor([tags.index(t) for t in row])
+    h = settings.speed_tagger_hidden
+    for p in settings.speed_ps:
+        steps = {}
+        for label, mode, period in variants(settings.speed_periods):
+            torch.manual_seed(seed)
+            model = (TorchTagger(len(vocab_list), len(tags), settings.conll_embedding, h, p) if mode == "torch"
+                     else Tagger(len(vocab_list), len(tags), settings.conll_embedding, h, p, mode, period=period))
+            steps[label] = _tagger_step(model.to(device), ids.to(device), lengths, target.to(device),
+                                        torch.Generator().manual_seed(seed))
+        for label, timing in interleaved(steps, settings.speed_repeats, device=device).items():
+            rows.append({"task": "conll", "batch": b, "p": p, "variant": label, **_seconds(timing),
+                         "epoch_s": timing.median * len(padded)})
+    frame = pd.DataFrame(rows)
+    base = frame[frame.variant == LABELS["standard"]].set_index(["task", "batch", "p"]).step_s
+    frame["speedup_vs_standard"] = base.reindex(pd.MultiIndex.from_frame(frame[["task", "batch", "p"]])).values \
+        / frame.step_s
+    hidden_of = {"ptb": settings.speed_hidden, "conll": settings.speed_tagger_hidden}
+    compacted = frame.variant.str.startswith((LABELS["structured"], LABELS["fixed"]))
+    frame["ideal_speedup"] = [hidden_of[t] / kept_count(hidden_of[t], p) if c else 1.0
+                              for t, p, c in zip(frame.task, frame.p, compacted)]
+    return frame
+
+
+def stage_breakdown(settings, batch: int | None = None) -> pd.DataFrame:
+    """:func:`mlsysrepro.sparsity.gemm_timing.time_stages` for the LM's input projection (H -> 4H) and decoder
+    (H -> 10,000), per p, with the paper's per-step mask (period 1) at the first of ``speed_batches``, on the CPU."""
+    batch = batch or settings.speed_batches[0]
+    rows = []
+    for name, out_dim in (("input projection", 4 * settings.speed_hidden), ("decoder", 10_000)):
+        for p in settings.speed_ps:
+            rows += [{"gemm": name, **r} for r in time_stages(settings.bptt, batch, settings.speed_hidden, out_dim,
+                                                              p, repeats=settings.speed_repeats)]
+    return pd.DataFrame(rows)
+
+
+#: The paper's settings, set beside this run's by :func:`settings_vs_paper`.
+PAPER_SETTINGS = {
+    "PTB model": "2 x 650 LSTM (Zaremba medium), BPTT 35, batch 20, 39 epochs",
+    "CoNLL-2003 model": "BiLSTM tagger, full training set",
+    "translation": "LSTM encoder-decoder on IWSLT De-En and En-Vi (BLEU)",
+    "dropout rates": "0.2 - 0.65",
+    "hardware": "NVIDIA GPU (cuDNN / cuBLAS)",
+}
+
+
+def speedup(speed: pd.DataFrame, task: str, mode: str, p: float, batch: int | None = None) -> float:
+    """The speed-up over standard dropout of ``mode`` (a mode of :data:`LABELS` or a variant's label) in
+    :func:`speed_table`'s frame, for ``task`` at ``batch`` (the task's first batch by default) and ``p``."""
+    variant = LABELS.get(mode, mode)
+    rows = speed[(speed.task == task) & (speed.variant == variant) & (speed.p == p)]
+    if rows.empty:
+        raise ValueError(f"no speed row for task {task!r}, variant {variant!r}, p {p}; "
+                         f"variants: {sorted(speed.variant.unique())}, rates: {sorted(speed.p.unique())}")
+    return float(rows[rows.batch == (batch or rows.batch.iloc[0])].speedup_vs_standard.iloc[0])
+
+
+def settings_vs_paper(settings) -> pd.DataFrame:
+    """This run's models, data and hardware beside the paper's."""
+    s = settings
+    ours = {
+        "PTB model": f"{s.ptb_layers} x {s.ptb_hidden}, BPTT {s.bptt}, batch {s.ptb_batch}, {s.ptb_epochs} epochs on "
+                     f"{s.ptb_fraction:.0%} of the training stream (speed: 2 x {s.speed_hidden}, full size)",
+        "CoNLL-2003 model": f"BiLSTM {s.conll_embedding} / {s.conll_hidden}, {s.conll_epochs} epochs on "
+                            f"{s.conll_fraction:.0%} of the training sentences",
+        "translation": (f"LSTM encoder-decoder, 2 x {s.mt_hidden}, {s.mt_epochs} epochs on IWSLT "
+                        + " and ".join(s.mt_pairs)
+                        if s.translation else "not run (no IWSLT training set offline)"),
+        "dropout rates": ", ".join(map(str, s.speed_ps)) + f" (speed); {s.p} (accuracy)",
+        "hardware": (torch.cuda.get_device_name() if s.device == "cuda" and torch.cuda.is_available()
+                     else f"CPU, {torch.get_num_threads()} threads"),
+    }
+    return beside_paper(settings, PAPER_SETTINGS, ours)

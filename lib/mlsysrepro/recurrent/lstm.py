@@ -1,0 +1,73 @@
+"""A multi-layer LSTM with explicit gate GEMMs, whose structured dropout shrinks the GEMMs (Sarma et al., NeurIPS 2021).
+
+One layer, per time step (Hochreiter & Schmidhuber; the gate order of ``torch.nn.LSTM``)::
+
+    [i, f, g, o] = x_t W_ih^T + b + h_{t-1} W_hh^T
+    c_t = sigmoid(f) c_{t-1} + sigmoid(i) tanh(g),    h_t = sigmoid(o) tanh(c_t)
+
+Dropout sits where Zaremba et al. (2014) put it, on the non-recurrent connections: on every layer's
+input (the embeddings for layer 1, the layer below's ``h`` otherwise) and, in the models, on the top
+layer's output before the decoder. The recurrent ``h_{t-1} W_hh^T`` is never dropped, so it never shrinks;
+the time loop and its backward pass are :class:`.recurrence.Recurrence`, the same for every mode.
+
+Each input projection runs once for the whole sequence through
+:func:`mlsysrepro.sparsity.compaction.masked_projection`; its weight is stored as ``W_ih^T`` (in x 4H). With a
+dense mask (cases I and II, and III or IV when ``compact=False``) it is ``(x * mask) W^T``: one full-width GEMM
+over all T B rows. With a batch-shared mask (cases III and IV) it runs GEMMs of the kept width ``k`` only, one
+per draw (:class:`mlsysrepro.sparsity.compaction.CompactProjection`).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from ..sparsity.compaction import Drop, masked_projection
+from ..sparsity.masks import check
+from .recurrence import Recurrence
+
+
+class LSTM(nn.Module):
+    """``num_layers`` LSTM layers on (T, B, input_size); dropout ``mode`` from :data:`mlsysrepro.sparsity.masks.MODES`.
+
+    ``forward(x, state, generator)`` returns the top layer's outputs (T, B, H), not dropped, and the
+    final ``(h, c)`` per layer. ``compact=False`` computes the batch-shared cases with dense masked
+    GEMMs (the reference the tests compare the compacted path with). ``period`` re-draws a structured
+    mask every ``period`` steps (1, the default, is the paper's case III; see :mod:`mlsysrepro.sparsity.masks`).
+    """
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 2, p: float = 0.0,
+                 mode: str = "standard", compact: bool = True, period: int = 1):
+        super().__init__()
+        check(mode, p, period)
+        self.hidden_size, self.num_layers, self.p, self.mode = hidden_size, num_layers, p, mode
+        self.compact, self.period = compact, period
+        sizes = [input_size] + [hidden_size] * (num_layers - 1)
+        # W_ih^T (in x 4H): the layout whose kept rows a compacted projection copies contiguously
+        self.w_ih = nn.ParameterList(nn.Parameter(torch.empty(d, 4 * hidden_size)) for d in sizes)
+        self.w_hh = nn.ParameterList(nn.Parameter(torch.empty(4 * hidden_size, hidden_size)) for _ in sizes)
+        self.bias = nn.ParameterList(nn.Parameter(torch.zeros(4 * hidden_size)) for _ in sizes)
+        bound = hidden_size**-0.5
+        for w in [*self.w_ih, *self.w_hh]:
+            nn.init.uniform_(w, -bound, bound)
+
+    def drop(self, steps: int, batch: int, width: int, generator: torch.Generator | None,
+             dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> Drop:
+        """This module's dropout draw for a (steps, batch, width) input; none in eval mode."""
+        if not self.training or self.p == 0 or self.mode == "none":
+            return Drop(mask=torch.ones(1, 1, width, dtype=dtype, device=device))
+        return Drop.draw(self.mode, self.p, steps, batch, width, generator, self.compact, dtype, self.period, device)
+
+    def forward(self, x: torch.Tensor, state=None, generator: torch.Generator | None = None):
+        steps, batch, _ = x.shape
+        if state is None:
+            zeros = x.new_zeros(batch, self.hidden_size)
+            state = [(zeros, zeros)] * self.num_layers
+        final, layer_input = [], x
+        for l in range(self.num_layers):
+            drop = self.drop(steps, batch, layer_input.shape[2], generator, x.dtype, x.device)
+            projected = masked_projection(layer_input, self.w_ih[l], self.bias[l], drop)  # (T, B, 4H), all steps
+            h, c = state[l]
+            layer_input, c = Recurrence.apply(projected, self.w_hh[l].t(), h, c)  # the sequential half
+            final.append((layer_input[-1], c))
+        return layer_input, final

@@ -1,0 +1,63 @@
+import os
+
+import pytest
+import torch
+
+from mlsysrepro.core import resolve
+from mlsysrepro.core.tasks import TaskRunner
+
+
+def seeded_sum(seed):
+    """A task that draws its own randomness; returns its pid and torch's thread count too."""
+    return os.getpid(), float(torch.randn(1000, generator=torch.Generator().manual_seed(seed)).sum()), \
+        torch.get_num_threads()
+
+
+def test_results_come_back_in_task_order_and_do_not_depend_on_the_workers():
+    with TaskRunner(1) as here, TaskRunner(2) as pool:
+        a, b = here.map(seeded_sum, range(6)), pool.map(seeded_sum, range(6))
+    assert [r[1] for r in a] == [r[1] for r in b] == [seeded_sum(s)[1] for s in range(6)]
+    assert all(r[2] == 1 for r in a + b)  # one thread per task, in this process too
+    assert all(r[0] == os.getpid() for r in a)  # workers=1: computed here, no start-up cost
+    assert all(r[0] != os.getpid() for r in b)  # computed elsewhere
+
+
+def test_this_process_gets_its_threads_back_after_a_map():
+    before = torch.get_num_threads()
+    TaskRunner(1).map(seeded_sum, [0])
+    assert torch.get_num_threads() == before
+
+
+def test_an_empty_map_starts_nothing_and_bad_arguments_are_named():
+    runner = TaskRunner(2)
+    assert runner.map(seeded_sum, []) == [] and runner._pool is None
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        TaskRunner(0)
+    with pytest.raises(ValueError, match=r"backend must be one of \['local', 'ray'\], got 'mpi'"):
+        TaskRunner(2, backend="mpi")
+
+
+PRESETS = {"smoke": dict(n=3, workers=1), "default": dict(n=3, workers=2), "paper": dict(n=3, workers=2)}
+
+
+def test_cached_map_is_keyed_by_its_knobs_only(tmp_path):
+    prepared = []
+    one = resolve("tasks_test", PRESETS, {"scale": "smoke", "seed": 3})
+    two = resolve("tasks_test", PRESETS, {"scale": "smoke", "seed": 3, "workers": 2})
+    with TaskRunner(1) as runner:
+        first = runner.cached_map("sums", one, seeded_sum, range(one.n), knobs=["n"],
+                                  prepare=lambda: prepared.append(1))
+        again = runner.cached_map("sums", two, seeded_sum, range(two.n), knobs=["n"],
+                                  prepare=lambda: prepared.append(1))
+    assert again == first and prepared == [1]  # the second call loaded: `workers` is not a knob of the results
+
+
+def test_the_ray_backend_runs_the_same_tasks():
+    ray = pytest.importorskip("ray")
+    try:
+        with TaskRunner(2, backend="ray") as runner:
+            results = runner.map(seeded_sum, range(4))
+    finally:
+        ray.shutdown()
+    assert [r[1] for r in results] == [seeded_sum(s)[1] for s in range(4)]
+    assert all(r[2] == 1 for r in results) and all(r[0] != os.getpid() for r in results)

@@ -1,0 +1,76 @@
+"""The claim measurements of the MVS-GNN notebook, on hand-made frames with known answers."""
+
+import pandas as pd
+import pytest
+import torch
+
+from mlsysrepro.core import DatasetError, resolve
+from mlsysrepro.papers import mvs_gnn
+from mlsysrepro.gnn.datasets import load_graph
+
+from ..gnn.conftest import toy_data
+
+
+def frame(rows):
+    return pd.DataFrame(rows, columns=["graph", "batch_size", "sampler", "step", "grad_variance", "train_loss"])
+
+
+def test_lowest_variance_uses_the_median_after_step_0():
+    f = frame([
+        ("g", 8, "A", 0, 100.0, 1.0), ("g", 8, "A", 10, 1.0, 0.5),
+        ("g", 8, "A", 20, 9.0, 0.4), ("g", 8, "A", 30, 2.0, 0.3),
+        ("g", 8, "B", 0, 0.0, 1.0), ("g", 8, "B", 10, 3.0, 0.5),
+        ("g", 8, "B", 20, 3.0, 0.2), ("g", 8, "B", 30, 3.0, 0.1),
+    ])
+    table = mvs_gnn.lowest_variance(f)
+    assert table.loc[("g", 8), "A"] == 2.0 and table.loc[("g", 8), "B"] == 3.0
+
+
+def test_iterations_to_loss_targets_the_loss_every_sampler_reaches():
+    f = frame([
+        ("g", 8, "A", 0, 0, 1.0), ("g", 8, "A", 10, 0, 0.6), ("g", 8, "A", 20, 0, 0.3),
+        ("g", 8, "B", 0, 0, 1.0), ("g", 8, "B", 10, 0, 0.4), ("g", 8, "B", 20, 0, 0.35),
+    ])
+    steps = mvs_gnn.iterations_to_loss(f)  # target = max(0.3, 0.35) = 0.35
+    assert steps.loc[("g", 8), "A"] == 20 and steps.loc[("g", 8), "B"] == 20
+    f.loc[4, "train_loss"] = 0.35
+    assert mvs_gnn.iterations_to_loss(f).loc[("g", 8), "B"] == 10
+
+
+def test_best_within_noise():
+    scores = pd.DataFrame([
+        ("g", 64, "MVS-GNN", 0, 0.70), ("g", 64, "MVS-GNN", 1, 0.72),
+        ("g", 64, "LADIES", 0, 0.74), ("g", 64, "LADIES", 1, 0.74),
+        ("g", 512, "MVS-GNN", 0, 0.10), ("g", 512, "MVS-GNN", 1, 0.10),
+        ("g", 512, "LADIES", 0, 0.90), ("g", 512, "LADIES", 1, 0.90),
+    ], columns=["graph", "batch_size", "sampler", "seed", "test_score"])
+    verdict = mvs_gnn.best_within_noise(mvs_gnn.score_table(scores), max_batch=256)
+    assert list(verdict.index) == [("g", 64)]
+    assert not verdict.iloc[0]  # 0.71 + 0.014 < 0.74: outside the noise
+    scores.loc[[0, 1], "test_score"] = [0.60, 0.80]  # mean 0.70 but std 0.14 covers the gap
+    assert mvs_gnn.best_within_noise(mvs_gnn.score_table(scores), max_batch=256).iloc[0]
+
+
+def test_fraction_of_epochs_below():
+    rows = [("g", s, e, v) for e, (m, u) in enumerate([(5, 5), (1, 2), (3, 2), (1, 4)]) for s, v in
+            (("MVS (all neighbours)", m), ("UNS", u))]
+    f = pd.DataFrame(rows, columns=["graph", "sampler", "epoch", "grad_variance"])
+    assert mvs_gnn.fraction_of_epochs_below(f).loc["g"] == pytest.approx(2 / 3)
+
+
+@pytest.mark.parametrize("name", [*mvs_gnn.SAMPLERS, "UNS", "MVS (all neighbours)", "FastGCN"])
+def test_every_named_sampler_trains_a_step(name):
+    data = toy_data(120, 400, seed=3)
+    settings = resolve("mvs_gnn", mvs_gnn.PRESETS, {"scale": "smoke", "cluster_size": 20})
+    generator = torch.Generator().manual_seed(0)
+    frame = mvs_gnn.run_sampler(data, name, 16, settings, 0, steps=4, log_every=2, variance_draws=1)
+    assert list(frame.step) == [0, 2, 4] and (frame.grad_variance > 0).all()
+    with pytest.raises(ValueError, match="unknown sampler 'SAGE'"):
+        mvs_gnn.make_sampler("SAGE", data, 16, 2, settings, generator)
+
+
+def test_paper_graphs_explain_why_they_are_missing():
+    with pytest.raises(DatasetError, match="Reddit .* not in the data registry"):
+        load_graph("reddit")
+    with pytest.raises(ValueError, match="unknown graph 'pubmed'"):
+        load_graph("pubmed")

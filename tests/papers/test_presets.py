@@ -1,0 +1,45 @@
+"""Every paper with a notebook has a paper module whose presets are well formed and match the notebook's
+parameters cell: the same knobs at every scale, of the types the parameters cell declares."""
+
+import ast
+import typing
+
+import nbformat
+import pytest
+
+from mlsysrepro import catalog
+from mlsysrepro.core.settings import COMMON, validate_presets
+
+WITH_NOTEBOOKS = [p for p in (*catalog.PAPERS, catalog.TEMPLATE) if p.notebook.exists()]
+
+
+def declared_parameters(paper) -> dict[str, type]:
+    """name -> the type annotated in the notebook's parameters cell (``int | None`` -> int)."""
+    cell = next(c for c in nbformat.read(paper.notebook, as_version=4).cells
+                if "parameters" in c.metadata.get("tags", []))
+    declared = {}
+    for statement in ast.parse(cell.source).body:
+        annotation = eval(compile(ast.Expression(statement.annotation), "<annotation>", "eval"))
+        kinds = [k for k in typing.get_args(annotation) if k is not type(None)] or [annotation]
+        declared[statement.target.id] = kinds[0]
+    return declared
+
+
+@pytest.mark.parametrize("paper", WITH_NOTEBOOKS, ids=[p.name for p in WITH_NOTEBOOKS])
+def test_presets_are_well_formed_and_match_the_parameters_cell(paper):
+    presets = paper.module().PRESETS
+    validate_presets(presets)  # the three scales, the same knobs and types in each
+    declared = declared_parameters(paper)
+    assert {name: declared[name] for name in COMMON} == {name: kind for name, (kind, _) in COMMON.items()}
+    knobs = {name: kind for name, kind in declared.items() if name not in COMMON}
+    assert set(knobs) == set(presets["default"]), "the parameters cell lists exactly the presets' knobs"
+    for scale, values in presets.items():
+        for name, value in values.items():
+            expected = float if knobs[name] is float and isinstance(value, int) else knobs[name]
+            assert isinstance(value, expected), f"{scale}.{name} = {value!r} is not a {knobs[name].__name__}"
+
+
+def test_every_catalog_entry_names_its_paper_module():
+    names = {p.name: p.module_name for p in (*catalog.PAPERS, catalog.TEMPLATE)}
+    assert names["llcg"] == "mlsysrepro.papers.llcg" and names["_template"] == "mlsysrepro.papers.template"
+    assert names["dlrm_gpu"] == "mlsysrepro.papers.dlrm_gpu"  # a planned paper's home

@@ -1,0 +1,30 @@
+"""The template experiment's maths: equation (1) against Monte Carlo, and the slope estimator."""
+
+import torch
+
+from mlsysrepro.papers import template
+
+
+def test_monte_carlo_variance_matches_equation_1():
+    g = torch.Generator().manual_seed(0)
+    x, y = template.make_regression(4_000, 6, g)
+    w = template.fit_least_squares(x, y, steps=200)
+    grads = template.per_example_gradients(x, y, w)
+    assert grads.mean(0).norm() < 1e-4  # at the optimum the full gradient vanishes
+    sizes = [1, 4, 16, 64]
+    measured = template.minibatch_gradient_variance(grads, sizes, n_draws=4_000, generator=g)
+    theory = template.theoretical_variance(grads, sizes)
+    assert torch.allclose(measured, theory, rtol=0.08)
+
+
+def test_per_example_gradients_average_to_the_autograd_gradient():
+    g = torch.Generator().manual_seed(1)
+    x, y = template.make_regression(50, 3, g)
+    w = torch.randn(3, generator=g, requires_grad=True)
+    (0.5 * ((x @ w - y) ** 2).mean()).backward()
+    assert torch.allclose(template.per_example_gradients(x, y, w.detach()).mean(0), w.grad, atol=1e-6)
+
+
+def test_loglog_slope_recovers_a_power_law():
+    xs = [1, 2, 4, 8, 16]
+    assert abs(template.loglog_slope(xs, [3.0 / x**1.5 for x in xs]) + 1.5) < 1e-9
