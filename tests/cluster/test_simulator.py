@@ -6,7 +6,8 @@ import pytest
 from mlsysrepro.cluster.examples import delay_example
 from mlsysrepro.cluster.jobs import Trace
 from mlsysrepro.cluster.metrics import check_invariants, summary, utilisation
-from mlsysrepro.cluster.policies import POLICIES, make_policy
+from mlsysrepro.cluster.placement import Placement, in_one_machine
+from mlsysrepro.cluster.policies import POLICIES, Policy, fifo, make_policy
 from mlsysrepro.cluster.simulator import simulate
 from mlsysrepro.cluster.topology import Topology
 
@@ -131,3 +132,30 @@ def test_placement_spread_weights_levels_by_gpu_time():
 
     spread = placement_spread(run("fifo"))
     assert spread == pytest.approx({"machine": 500 / 1140, "rack": 640 / 1140, "network": 0.0})
+
+
+class OneMachineOnly:
+    """A placement written against the Placement protocol alone: a job starts only inside one machine."""
+
+    name = "one machine only"
+
+    def start(self, topology, lease):
+        self.starts = 0
+
+    def place(self, job, demand, waited, free, now):
+        gpus = in_one_machine(free, demand)
+        self.starts += gpus is not None
+        return gpus, None
+
+    def tuned_timers(self, demands, now):
+        return {d: (self.starts, 0) for d in demands}
+
+
+def test_the_simulator_needs_nothing_of_a_placement_but_its_protocol():
+    placement = OneMachineOnly()
+    assert isinstance(placement, Placement)
+    result = simulate(scenario(), TWO_MACHINES, Policy("custom", fifo, placement, preemptive=False), 10.0, 0.0)
+    check_invariants(result)
+    assert result.start[4] == 100.0  # E waited for a whole machine (A and D end at 100)
+    assert set(result.log_level.tolist()) == {0} and placement.starts == 5
+    assert result.final_timers == {2: (5, 0), 4: (5, 0)}

@@ -1,7 +1,7 @@
 import pandas as pd
 import pytest
 
-from mlsysrepro.core import resolve
+from mlsysrepro.core import beside_paper, resolve
 from mlsysrepro.papers import llcg
 
 
@@ -42,6 +42,6 @@ def test_runs_reject_an_unknown_engine():
 
 
 def test_settings_are_set_beside_the_paper_preset():
-    table = llcg.settings_vs_paper(resolve("llcg", llcg.PRESETS, {"scale": "smoke"}))
+    table = beside_paper(resolve("llcg", llcg.PRESETS, {"scale": "smoke"}), llcg.PAPER_SETTING)
     assert table.loc["parts", "paper"] == llcg.PRESETS["paper"]["parts"]
     assert table.loc["rounds", "this run (smoke)"] == llcg.PRESETS["smoke"]["rounds"]

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict, deque
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -98,6 +98,7 @@ def tightest(free: FreeGPUs, demand: int) -> tuple[np.ndarray | None, int]:
     return (gpus, 2) if gpus is not None else (None, -1)
 
 
+@runtime_checkable
 class Placement(Protocol):
     """What the simulator calls on a placement policy (:mod:`.simulator`)."""
 

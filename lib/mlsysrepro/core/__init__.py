@@ -3,13 +3,15 @@
 Public entry points:
 
 - :func:`resolve_notebook` / :func:`resolve` (``settings``): scale presets and parameter validation;
+  :func:`beside_paper`, a run's setting beside the paper's;
 - :func:`fetch` (``data``): registered datasets, verified by sha256, from ``data/``, a mirror or the web;
 - :class:`Report` and the rules :func:`at_most`, :func:`at_least`, :func:`within`, ... (``claims``);
 - :func:`style` and :func:`savefig` (``plots``): one figure style, byte-identical files;
-- :func:`cached` (``cache``): artifacts keyed by the settings that produced them;
+- :func:`cached` (``cache``): artifacts keyed by the seed and an explicit list of the knobs they depend on;
+- :class:`TaskRunner` (``tasks``): independent tasks in this process, on local processes or on Ray, cached maps;
+- :func:`interleaved`, :func:`ratios` (``timing``): timing in alternating rounds, medians with intervals;
 - :func:`seed_everything` (``seed``) and :func:`progress` (``progress``);
-- :func:`dist.launch` (``dist``): a torch.distributed job on local processes, fail-fast, no orphans;
-- :class:`parallel.RunPool` (``parallel``): independent runs on worker processes, one thread each.
+- :func:`dist.launch` (``dist``): a torch.distributed job on local processes, fail-fast, no orphans.
 """
 
 from .cache import cached
@@ -18,21 +20,27 @@ from .data import ChecksumError, DatasetError, fetch
 from .plots import savefig, style
 from .progress import progress
 from .seed import seed_everything
-from .settings import Settings, resolve, resolve_notebook
+from .settings import Settings, beside_paper, resolve, resolve_notebook
+from .tasks import TaskRunner
+from .timing import interleaved, ratios
 
 __all__ = [
     "ChecksumError",
     "DatasetError",
     "Report",
     "Settings",
+    "TaskRunner",
     "above",
     "at_least",
     "at_most",
     "below",
+    "beside_paper",
     "cached",
     "fetch",
+    "interleaved",
     "is_true",
     "progress",
+    "ratios",
     "resolve",
     "resolve_notebook",
     "savefig",

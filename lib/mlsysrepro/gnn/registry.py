@@ -28,7 +28,7 @@ A new sampler is a factory away::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Callable, Protocol, runtime_checkable
 
 import torch
 
@@ -39,6 +39,7 @@ from .samplers import VRGCN, FullNeighborhood, LayerWise, NodeWise, OneHopHistor
 from .subgraph import ClusterGCN, SaintNode
 
 
+@runtime_checkable
 class Sampler(Protocol):
     """What training calls: a mini-batch, and a hook after each step (MVS-GNN's checkpoint; a no-op elsewhere)."""
 

@@ -85,7 +85,7 @@ def keep_mask(scorer: TokenScorer, score: torch.Tensor, positions: torch.Tensor,
     (ties to the earlier slot), never an empty slot."""
     sinks, window = scorer.protected(budgets)
     priority = ranked(scorer, score, positions, sinks, window)
-    order = priority.argsort(-1, descending=True, stable=True)
+    order = priority.argsort(dim=-1, descending=True, stable=True)
     rank = torch.empty_like(order).scatter_(-1, order, torch.arange(order.shape[-1]).expand_as(order))
     return (rank < budgets[:, None]) & (positions >= 0)
 

@@ -191,7 +191,7 @@ def _run(task: EvalTask):
     return answers_correct(model, task.tokens, task.answer_start, make_cache)
 
 
-def _evaluate(name: str, lab: Lab, settings, specs: list[dict], desc: str) -> list:
+def _evaluations(name: str, lab: Lab, settings, specs: list[dict], desc: str) -> list:
     """Run ``specs`` (``kind``, ``split``, ``allocation``, ``policy``) on the lab's runner, cached as ``name`` by
     :data:`EVALUATION_KNOBS`; a perplexity or the per-sequence correctness per spec."""
     state = lab.model.state_dict()
@@ -250,7 +250,7 @@ def ablation(lab: Lab, settings, importance: torch.Tensor) -> pd.DataFrame:
                 budgets[layer, head] = settings.ablation_budget
                 specs.append(dict(kind=kind, split="calib", allocation=allocators.Allocation(budgets),
                                   policy="streamingllm"))
-    out = _evaluate("ablation", lab, settings, specs, "ablating each cache")
+    out = _evaluations("ablation", lab, settings, specs, "ablating each cache")
     n = layers * heads
     ppl, acc = out[1:n + 1], [float(c.float().mean()) for c in out[n + 2:]]
     base_ppl, base_acc = out[0], float(out[n + 1].float().mean())
@@ -271,7 +271,7 @@ def search_baklava(lab: Lab, settings, profile: HeadProfile) -> pd.DataFrame:
                   allocation=allocate("baklava", lab, settings, c, settings.length,
                                       cache_importance(profile, lab.cfg.kv_heads, e), g))
              for c, p, g, e in grid]
-    ppl = _evaluate("search", lab, settings, specs, "searching BaKlaVa's budgets")
+    ppl = _evaluations("search", lab, settings, specs, "searching BaKlaVa's budgets")
     return pd.DataFrame(grid, columns=["compression", "policy", "gamma", "layer_exponent"]).assign(calib_ppl=ppl)
 
 
@@ -303,7 +303,7 @@ def quality_grid(lab: Lab, settings, profile, best, retrieval) -> pd.DataFrame:
                 rows.append((c, p, a))
                 specs += [dict(kind="ppl", allocation=allocation, policy=p),
                           dict(kind="retrieval", allocation=allocation, policy=p)]
-    out = _evaluate("quality_grid", lab, settings, [dict(kind="ppl"), dict(kind="retrieval")] + specs, "quality grid")
+    out = _evaluations("quality_grid", lab, settings, [dict(kind="ppl"), dict(kind="retrieval")] + specs, "quality grid")
     frame = pd.DataFrame(rows, columns=["compression", "policy", "allocator"])
     frame["ppl"] = out[2::2]
     frame["retrieval"] = [float(c.float().mean()) for c in out[3::2]]
@@ -330,7 +330,7 @@ def needle_grid(lab: Lab, settings, profile, best, retrieval) -> pd.DataFrame:
                     rows.append((length, depth, a, c))
                     specs.append(dict(kind="retrieval", task=task, allocation=allocs[a],
                                       policy=settings.primary_policy))
-    out = _evaluate("needle_grid", lab, settings, specs, "needle grid")
+    out = _evaluations("needle_grid", lab, settings, specs, "needle grid")
     return pd.DataFrame(rows, columns=["length", "depth", "allocator", "compression"]).assign(
         accuracy=[float(c.float().mean()) for c in out])
 

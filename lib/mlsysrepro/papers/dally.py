@@ -24,7 +24,6 @@ import pandas as pd
 
 from ..core.cache import cached
 from ..core.progress import progress
-from ..core.settings import beside_paper
 from ..core.tasks import TaskRunner
 from ..core.timing import clock
 from ..cluster.jobs import Trace
@@ -141,7 +140,7 @@ def _run_one(task) -> dict:
     return out
 
 
-def _map(settings, tasks, desc):
+def _simulate_all(settings, tasks, desc):
     """The simulations on ``settings.workers`` workers (1: in this process, no start-up cost; 0: the machine's
     cores)."""
     with TaskRunner(settings.workers or None) as runner:
@@ -164,7 +163,7 @@ def trace_comparison(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
     def compute():
         tasks = [(settings, {"trace": name}, policy, {}, name == settings.main_trace)
                  for name in trace_names(settings) for policy in POLICIES]
-        rows = _map(settings, tasks, "traces x policies")
+        rows = _simulate_all(settings, tasks, "traces x policies")
         per_job = pd.concat([r.pop("per_job").assign(policy=r["policy"]) for r in rows if "per_job" in r])
         return normalised(pd.DataFrame(rows), ["trace"]), per_job
 
@@ -213,7 +212,7 @@ def sweep(settings, knob: str, policies=("fifo", BASELINE, "dally")) -> pd.DataF
         raise ValueError(f"knob must be one of {sorted(SWEEPS) + ['timers', 'history']}, got {knob!r}")
     swept = {"timers": "fixed_timers", "history": "histories"}.get(knob, SWEEPS.get(knob))
     return cached(f"sweep_{knob}_{'_'.join(policies)}", settings,
-                  lambda: pd.DataFrame(_map(settings, tasks, f"sweep {knob}")),
+                  lambda: pd.DataFrame(_simulate_all(settings, tasks, f"sweep {knob}")),
                   knobs=SIMULATION_KNOBS + ("sweep_trace", "sweep_jobs", swept))
 
 
@@ -279,8 +278,6 @@ def slowdown_table(compute: float = 0.3) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def settings_vs_paper(settings) -> pd.DataFrame:
-    """This run's setting beside the paper's preset, for the notebook's last section."""
-    keys = ["traces", "sweep_jobs", "load", "congestion", "fixed_timers", "histories", "checkpoint_leases",
-            "lease_share", "speed_jobs"]
-    return beside_paper(settings, {k: PRESETS["paper"][k] for k in keys})
+#: The paper's setting (the ``paper`` preset's), set beside a run's by :func:`mlsysrepro.core.settings.beside_paper`.
+PAPER_SETTING = {k: PRESETS["paper"][k] for k in ("traces", "sweep_jobs", "load", "congestion", "fixed_timers",
+                                                  "histories", "checkpoint_leases", "lease_share", "speed_jobs")}

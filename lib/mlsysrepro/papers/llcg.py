@@ -27,7 +27,6 @@ import pandas as pd
 import torch
 
 from ..core.cache import cached
-from ..core.settings import beside_paper
 from ..core.tasks import TaskRunner
 from ..gnn.datasets import GraphData, contextual_sbm, load_graph
 from ..gnn.llcg import LLCGConfig, run_serial
@@ -253,10 +252,10 @@ def engines(runs: Runs, timeout: float = 600.0) -> tuple[pd.DataFrame, float]:
     return logs, gap
 
 
-def settings_vs_paper(settings) -> pd.DataFrame:
-    """This run's training knobs beside the ``paper`` preset (the paper's configuration)."""
-    knobs = ["parts", "rounds", "local_steps", "server_steps", "hidden", "num_layers", "batch_size", "server_batch"]
-    return beside_paper(settings, {k: PRESETS["paper"][k] for k in knobs})
+#: The paper's training configuration (the ``paper`` preset's), set beside a run's by
+#: :func:`mlsysrepro.core.settings.beside_paper`.
+PAPER_SETTING = {k: PRESETS["paper"][k] for k in ("parts", "rounds", "local_steps", "server_steps", "hidden",
+                                                  "num_layers", "batch_size", "server_batch")}
 
 
 # ---- summaries the claims read ------------------------------------------------------------------------

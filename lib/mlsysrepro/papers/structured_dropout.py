@@ -26,7 +26,6 @@ import torch
 from torch.nn import functional as F
 
 from ..core.data import DatasetError, fetch, load_registry
-from ..core.settings import beside_paper
 from ..core.tasks import TaskRunner
 from ..core.timing import interleaved
 from ..sparsity.gemm_timing import time_stages
@@ -162,11 +161,11 @@ def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, p
     knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
     tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in ACCURACY_MODES
              for s in range(settings.seeds)]
-    return _trained("accuracy_runs", settings, ACCURACY_KNOBS, tasks, _run_one,
+    return _cached_training("accuracy_runs", settings, ACCURACY_KNOBS, tasks, _run_one,
                     lambda: (load_ptb(), load_conll2003()), workers, "training runs")
 
 
-def _trained(name: str, settings, knobs: tuple[str, ...], tasks: list[Task], train, prefetch, workers: int | None,
+def _cached_training(name: str, settings, knobs: tuple[str, ...], tasks: list[Task], train, prefetch, workers: int | None,
              desc: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``train`` over ``tasks`` on a :class:`mlsysrepro.core.tasks.TaskRunner`, cached under ``name`` by the seed
     and ``knobs`` alone (the speed knobs do not change a trained model); ``prefetch`` first fetches the data in
@@ -245,7 +244,7 @@ def translation_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame
     knobs = {name: getattr(settings, name) for name in TRANSLATION_KNOBS}
     tasks = [Task(pair, mode, settings.seed + s, knobs) for pair in settings.mt_pairs
              for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
-    return _trained("translation_runs", settings, TRANSLATION_KNOBS, tasks, _train_translation,
+    return _cached_training("translation_runs", settings, TRANSLATION_KNOBS, tasks, _train_translation,
                     lambda: [fetch(IWSLT[pair].dataset) for pair in settings.mt_pairs], workers, "translation runs")
 
 
@@ -376,7 +375,7 @@ def stage_breakdown(settings, batch: int | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: The paper's settings, set beside this run's by :func:`settings_vs_paper`.
+#: The paper's settings, set beside this run's (:func:`describe`) by :func:`mlsysrepro.core.settings.beside_paper`.
 PAPER_SETTINGS = {
     "PTB model": "2 x 650 LSTM (Zaremba medium), BPTT 35, batch 20, 39 epochs",
     "CoNLL-2003 model": "BiLSTM tagger, full training set",
@@ -397,10 +396,10 @@ def speedup(speed: pd.DataFrame, task: str, mode: str, p: float, batch: int | No
     return float(rows[rows.batch == (batch or rows.batch.iloc[0])].speedup_vs_standard.iloc[0])
 
 
-def settings_vs_paper(settings) -> pd.DataFrame:
-    """This run's models, data and hardware beside the paper's."""
+def describe(settings) -> dict[str, str]:
+    """This run's models, data and hardware, in the rows of :data:`PAPER_SETTINGS`."""
     s = settings
-    ours = {
+    return {
         "PTB model": f"{s.ptb_layers} x {s.ptb_hidden}, BPTT {s.bptt}, batch {s.ptb_batch}, {s.ptb_epochs} epochs on "
                      f"{s.ptb_fraction:.0%} of the training stream (speed: 2 x {s.speed_hidden}, full size)",
         "CoNLL-2003 model": f"BiLSTM {s.conll_embedding} / {s.conll_hidden}, {s.conll_epochs} epochs on "
@@ -412,4 +411,3 @@ def settings_vs_paper(settings) -> pd.DataFrame:
         "hardware": (torch.cuda.get_device_name() if s.device == "cuda" and torch.cuda.is_available()
                      else f"CPU, {torch.get_num_threads()} threads"),
     }
-    return beside_paper(settings, PAPER_SETTINGS, ours)
