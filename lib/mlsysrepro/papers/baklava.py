@@ -28,15 +28,15 @@ from scipy.stats import spearmanr
 
 from ..core.cache import cached
 from ..core.tasks import TaskRunner
-from ..transformer.llama import Llama, LlamaConfig
-from ..transformer.retrieval import TASK_ALPHABET, RetrievalBatch, load_splits, retrieval_batch, text_windows
-from ..transformer.tokenizer import BPETokenizer, CharTokenizer
-from ..transformer.training import mixed_sampler, train
 from ..kvcache import allocators
 from ..kvcache.cache import FullCache
 from ..kvcache.evaluation import answers_correct, decode_nll, decode_speed
 from ..kvcache.policies import make_policy
 from ..kvcache.profiling import HeadProfile, cache_importance, profile_heads
+from ..transformer.llama import Llama, LlamaConfig
+from ..transformer.retrieval import TASK_ALPHABET, RetrievalBatch, load_splits, retrieval_batch, text_windows
+from ..transformer.tokenizer import BPETokenizer, CharTokenizer
+from ..transformer.training import mixed_sampler, train
 
 #: The knobs the trained model depends on (its cache key).
 TRAINING_KNOBS = ("corpora", "tokenizer", "bpe_vocab", "layers", "dim", "heads", "kv_heads", "ffn", "length",

@@ -22,17 +22,17 @@ from functools import lru_cache
 import numpy as np
 import pandas as pd
 
-from ..core.cache import cached
-from ..core.progress import progress
-from ..core.tasks import TaskRunner
-from ..core.timing import clock
+from ..cluster import traces
 from ..cluster.jobs import Trace
 from ..cluster.metrics import summary, utilisation
 from ..cluster.model_sizes import gradient_bytes
 from ..cluster.policies import POLICIES, make_policy
 from ..cluster.simulator import simulate
 from ..cluster.topology import Topology
-from ..cluster import traces
+from ..core.cache import cached
+from ..core.progress import progress
+from ..core.tasks import TaskRunner
+from ..core.timing import clock
 
 BASELINE = "tiresias"
 GPUS_PER_MACHINE = 8

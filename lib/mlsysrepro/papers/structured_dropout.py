@@ -28,14 +28,14 @@ from torch.nn import functional as F
 from ..core.data import DatasetError, fetch, load_registry
 from ..core.tasks import TaskRunner
 from ..core.timing import interleaved
+from ..recurrent.models import Tagger, Translator, WordLM
+from ..recurrent.reference import TorchTagger, TorchWordLM
+from ..recurrent.training import perplexity, tag, train_lm, train_tagger, train_translator, translate
 from ..sparsity.gemm_timing import time_stages
 from ..sparsity.masks import dropout_mask, kept_count
 from ..text.bleu import corpus_bleu
-from ..recurrent.models import Tagger, Translator, WordLM
-from ..recurrent.reference import TorchTagger, TorchWordLM
-from ..text.span_f1 import span_f1
 from ..text.corpora import IWSLT, UNK, batchify, build_vocab, load_conll2003, load_parallel, load_ptb, pad_batch
-from ..recurrent.training import perplexity, tag, train_lm, train_tagger, train_translator, translate
+from ..text.span_f1 import span_f1
 
 #: The modes trained for the accuracy table (the paper's case III beside I, II and IV).
 ACCURACY_MODES = ("standard", "locked", "structured", "fixed")

@@ -12,9 +12,9 @@ from torch.nn import functional as F
 
 from ..core import progress
 from ..text.bleu import corpus_bleu
-from .models import Tagger, Translator, WordLM
-from ..text.span_f1 import span_f1
 from ..text.corpora import bptt_windows, pad_batch, pad_ids
+from ..text.span_f1 import span_f1
+from .models import Tagger, Translator, WordLM
 
 
 OPTIMIZERS = {"sgd": torch.optim.SGD, "adam": torch.optim.Adam}
