@@ -1,5 +1,6 @@
 import pytest
 
+from mlsysrepro.core.cache import cache_key
 from mlsysrepro.core.settings import injected_parameter_names, resolve, resolve_notebook
 
 PRESETS = {
@@ -53,12 +54,13 @@ def test_presets_must_agree_across_scales():
         resolve("p", {"smoke": {}, "default": {}}, {})
 
 
-def test_settings_key_changes_with_values_but_not_with_use_cache():
+def test_cache_keys_change_with_listed_values_but_not_with_use_cache():
     a = resolve("p", PRESETS, {})
-    assert a.key() == resolve("p", PRESETS, {"use_cache": False}).key()
-    assert a.key() != resolve("p", PRESETS, {"epochs": 21}).key()
-    assert a.key() != resolve("q", PRESETS, {}).key()
-    assert a.key("model") != a.key("profile")
+    knobs = list(PRESETS["default"])
+    assert cache_key("x", a, knobs) == cache_key("x", resolve("p", PRESETS, {"use_cache": False}), knobs)
+    assert cache_key("x", a, knobs) != cache_key("x", resolve("p", PRESETS, {"epochs": 21}), knobs)
+    assert cache_key("x", a, knobs) != cache_key("x", resolve("q", PRESETS, {}), knobs)
+    assert cache_key("model", a, knobs) != cache_key("profile", a, knobs)
 
 
 def test_settings_are_frozen_and_name_unknown_attributes():
@@ -91,6 +93,6 @@ def test_settings_pickle_for_worker_processes():
     settings = resolve("demo", {"smoke": {"n_draws": 3}, "default": {"n_draws": 30}, "paper": {"n_draws": 300}},
                        {"scale": "smoke"})
     again = pickle.loads(pickle.dumps(settings))
-    assert again == settings and again.n_draws == 3 and again.key() == settings.key()
+    assert again == settings and again.n_draws == 3 and again.to_dict() == settings.to_dict()
     with pytest.raises(TypeError):
         again.values["n_draws"] = 4  # still read-only

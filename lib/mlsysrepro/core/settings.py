@@ -24,8 +24,6 @@ allowed values: papermill itself only warns about a misspelt ``-p``.
 from __future__ import annotations
 
 import ast
-import hashlib
-import json
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -60,11 +58,6 @@ class Settings:
     def to_dict(self) -> dict[str, Any]:
         """All parameters but ``use_cache`` (which does not change results), as plain data."""
         return {"scale": self.scale, "seed": self.seed, **dict(self.values)}
-
-    def key(self, *extra: Any) -> str:
-        """A short stable hash of these settings (and ``extra``), used to key cached artifacts."""
-        blob = json.dumps([self.paper, self.to_dict(), list(extra)], sort_keys=True, default=str)
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     @property
     def out_dir(self):
