@@ -40,6 +40,20 @@ def test_notebook_follows_conventions(path):
     assert "resolve_notebook(" in code_cells(nb)[1].source, "the next cell resolves the settings"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_is_thin(path):
+    """No helpers, no cache calls, no single-letter module aliases: logic lives in the paper module and themes."""
+    nb = nbformat.read(path, as_version=4)
+    tree = ast.parse("\n".join(cell.source for cell in code_cells(nb)))
+    for node in ast.walk(tree):
+        assert not isinstance(node, (ast.FunctionDef, ast.ClassDef)), f"a helper is defined: {node.name}"
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            assert all(alias.asname is None or len(alias.asname) > 1 for alias in node.names), "a one-letter alias"
+            assert all(alias.name not in ("cached", "TaskRunner") for alias in node.names), "a cache call"
+    modules = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module]
+    assert "mlsysrepro.papers" in modules, "the notebook imports its paper module"
+
+
 def execute(path, out_dir, **parameters):
     out_dir.mkdir(parents=True, exist_ok=True)
     return papermill.execute_notebook(
