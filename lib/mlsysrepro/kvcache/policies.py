@@ -27,9 +27,6 @@ import torch.nn.functional as F
 
 from .scoring import SCORERS, TokenScorer, make_scorer, register_scorer, split_protected
 
-#: An eviction policy is a token scorer; the names stay for the cache's readers.
-Policy = TokenScorer
-
 
 @register_scorer
 @dataclass(frozen=True)
