@@ -66,6 +66,8 @@ def worker(rank: int, sizes_mb: list[float], repeats: int) -> None:
     import torch
     import torch.distributed as dist
 
+    from mlsysrepro.core.dist import leave
+
     os.environ.update(MASTER_ADDR=ADDRESSES[0], MASTER_PORT="29533", GLOO_SOCKET_IFNAME=DEVICES[rank])
     dist.init_process_group("gloo", rank=rank, world_size=2)
     out = {}
@@ -81,7 +83,7 @@ def worker(rank: int, sizes_mb: list[float], repeats: int) -> None:
         out[str(buffer.numel() * 4)] = float(np.median(times))
     if rank == 0:
         print(json.dumps(out))
-    dist.destroy_process_group()
+    leave()
 
 
 def main() -> None:

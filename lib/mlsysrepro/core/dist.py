@@ -8,7 +8,8 @@ traceback. A run that outlives ``timeout`` seconds (a hung collective, a deadloc
 the same way and raises :class:`TimeoutError`. No process outlives the call.
 
 :func:`init_from_env` is the same worker's entry point under ``torchrun``, which sets
-``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (several hosts included).
+``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (several hosts included);
+:func:`leave` is its exit, on every rank once the work is done.
 """
 
 from __future__ import annotations
@@ -45,6 +46,18 @@ def init_from_env(timeout: float = 300.0, backend: str = "gloo") -> tuple[int, i
     return dist.get_rank(), dist.get_world_size()
 
 
+def leave() -> None:
+    """Leave the process group once every rank is done with it.
+
+    A barrier comes first: a collective can return on one rank (a ``reduce`` or ``gather`` that
+    only sends) while another still reads from it, and gloo aborts a process whose peer closed its
+    connection mid-read ("terminate called without an active exception").
+    """
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
+
+
 def _entry(rank, world_size, port, timeout, threads, backend, worker, payload, results) -> None:
     import torch
 
@@ -54,10 +67,10 @@ def _entry(rank, world_size, port, timeout, threads, backend, worker, payload, r
     try:
         init_from_env(timeout, backend)
         value = worker(rank, world_size, *pickle.loads(payload))
+        leave()
         results.put((rank, True, pickle.dumps(value)))
     except BaseException as error:  # reported to the parent, which ends the run
         results.put((rank, False, f"{type(error).__name__}: {error}\n{traceback.format_exc()}"))
-    finally:
         if dist.is_initialized():
             dist.destroy_process_group()
 

@@ -40,7 +40,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from ..core.dist import init_from_env, launch
+from ..core.dist import init_from_env, launch, leave
 from ..core.timing import clock
 from . import data, models
 from .emulation import EmulatedCluster, LinkState, emulated_allreduce_hook
@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> None:
             Path(args.out).write_text(text)
         else:
             print(text)
-    dist.destroy_process_group()
+    leave()
 
 
 if __name__ == "__main__":

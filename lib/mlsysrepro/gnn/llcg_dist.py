@@ -33,7 +33,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from ..core.dist import init_from_env, launch
+from ..core.dist import init_from_env, launch, leave
 from .datasets import GraphData, load_graph
 from .llcg import LLCGConfig, Machine, Server, flatten, log_row, round_seed, unflatten, weighted_average
 from .partition import Partitioning, partition_graph
@@ -146,7 +146,7 @@ def main(argv: list[str] | None = None) -> None:
                 f.write(text)
         else:
             print(text)
-    dist.destroy_process_group()
+    leave()
 
 
 if __name__ == "__main__":
