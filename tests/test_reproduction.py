@@ -17,7 +17,25 @@ def test_every_paper_is_listed_with_a_computed_status():
     assert len(catalog.PAPERS) == 11
     for paper in catalog.PAPERS:
         row = next(line for line in table.splitlines() if f"`{paper.name}.ipynb`" in line)
-        assert f"| {paper.status} |" in row
+        results = json.loads(paper.results_path().read_text()) if paper.results_path().exists() else None
+        assert f"| {reproduction.status(paper, results)} |" in row
+
+
+def claim(id, verdict, kind="paper claim"):
+    return {"id": id, "kind": kind, "verdict": verdict, "where": "Fig. 1", "statement": "a|b", "paper_value": 1.0,
+            "unit": "x", "measured": 2.5, "interval": [2.0, 3.0], "settings_held": "3 of 4", "vs_paper": "beyond",
+            "rule": "measured <= 1", "why": "2.5 fails", "note": "small", "timing": False}
+
+
+@pytest.mark.parametrize("verdicts, expected", [
+    (["holds", "holds", "not testable here"], "reproduced"),
+    (["holds", "inconclusive"], "partly reproduced"),
+    (["fails", "inconclusive"], "not reproduced at this scale"),
+])
+def test_status_comes_from_the_paper_claims_alone(verdicts, expected):
+    results = {"claims": [claim(f"C{i}", v) for i, v in enumerate(verdicts)] + [claim("K1", "fails", "consistency check")]}
+    assert reproduction.status(catalog.by_name("llcg"), results) == expected
+    assert reproduction.status(catalog.by_name("cocktail"), None) == "planned"
 
 
 def test_committed_results_are_default_scale_and_match_the_catalog():
@@ -27,21 +45,21 @@ def test_committed_results_are_default_scale_and_match_the_catalog():
             continue
         results = json.loads(path.read_text())
         assert results["scale"] == paths.COMMITTED_SCALE
-        assert [c["id"] for c in results["claims"]] == list(paper.claims)
+        assert [c["id"] for c in results["claims"]] == [c.id for c in paper.module().CLAIMS]
         assert results["figures"] == [f"{f}.png" for f in paper.figures]
         for figure in results["figures"]:
             assert (path.parent / figure).exists()
 
 
-def test_claim_table_shows_the_verdict():
-    results = {
-        "title": "T", "scale": "default", "seed": 0, "figures": ["fig1_x.png"],
-        "claims": [{"id": "C1", "where": "Fig. 1", "statement": "a|b", "paper_value": 1.0, "measured": 2.5,
-                    "rule": "measured <= 1", "holds": False, "note": "small"}],
-    }
+def test_claim_table_shows_the_verdict_and_keeps_checks_apart():
+    results = {"title": "T", "scale": "default", "seed": 0, "figures": ["fig1_x.png"],
+               "claims": [claim("C1", "fails"), claim("K1", "holds", "consistency check")]}
     text = "\n".join(reproduction._paper_section(catalog.TEMPLATE, results))
-    assert "| C1 | Fig. 1 | a\\|b | 1 | 2.5 | `measured <= 1` | **no** | small |" in text
-    assert "claims held: 0/1" in text and "(figures/_template/fig1_x.png)" in text
+    assert ("| C1 | Fig. 1 | a\\|b | 1 | x | 2.5 | [2, 3] | 3 of 4 | beyond | `measured <= 1` | **fails** | 2.5 fails "
+            "| small |") in text
+    assert "paper claims: 0 of 1 hold, 1 fails; consistency checks: 1 of 1 pass" in text
+    assert text.index("**Paper claims**") < text.index("**Consistency checks of this reproduction**")
+    assert "(figures/_template/fig1_x.png)" in text
 
 
 def test_runner_lists_notebooks_and_rejects_unknown_names(capsys):

@@ -1,12 +1,12 @@
-"""The collection's papers: notebook, declared claims and figures, and where each stands.
+"""The collection's papers: notebook, figures and paper module.
 
 Each entry is the contract a paper's notebook fulfils: the tests run the notebook at
-``scale=smoke`` and check that its ``results.json`` holds every claim id and every figure
-declared here. A paper without a notebook is *planned*; with a notebook but no committed
-``default``-scale results it is *partial*; with them it is *reproduced*.
+``scale=smoke`` and check that its ``results.json`` lists every figure declared here and judges
+every claim its paper module declares.
 
 Each entry points to its paper module, ``mlsysrepro.papers.<name>`` (:attr:`Paper.module_name`): the paper's
-presets, experiments and claim measurements. A planned paper's module is where its issue puts them.
+presets, declared claims (``CLAIMS``), experiments and claim measurements. A planned paper's module is where
+its issue puts them. Where a paper stands is computed from its verdicts (:func:`.reproduction.status`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ class Paper:
     venue: str
     link: str
     theme: str
-    claims: tuple[str, ...] = ()
     figures: tuple[str, ...] = ()
     is_paper: bool = field(default=True)
 
@@ -46,11 +45,6 @@ class Paper:
     def results_path(self, scale: str = paths.COMMITTED_SCALE) -> Path:
         return paths.output_dir(self.name, scale) / "results.json"
 
-    @property
-    def status(self) -> str:
-        if not self.notebook.exists():
-            return "planned"
-        return "reproduced" if self.results_path().exists() else "partial"
 
 
 TEMPLATE = Paper(
@@ -59,7 +53,6 @@ TEMPLATE = Paper(
     venue="(convention check, not a paper)",
     link="notebooks/README.md",
     theme="template",
-    claims=("C1",),
     figures=("fig1_grad_variance_vs_batch",),
     is_paper=False,
 )
@@ -67,18 +60,15 @@ TEMPLATE = Paper(
 PAPERS: tuple[Paper, ...] = (
     Paper("llcg", "Learn Locally, Correct Globally: A Distributed Algorithm for Training Graph Neural Networks",
           "ICLR 2022", "https://arxiv.org/abs/2111.08202", "Graph learning",
-          claims=("C1", "C2", "C3", "C4", "C5", "C6", "C7", "C8", "C9"),
           figures=("fig2_psgd_vs_ggs", "fig4_val_vs_rounds", "fig4_train_loss_vs_rounds", "fig4_val_vs_bytes",
                    "table1_models", "fig5_local_steps", "fig6_correction_neighbours", "fig7_fanout_by_server_steps",
                    "figA_growing_local_steps", "engines_serial_vs_distributed")),
     Paper("mvs_gnn", "Minimal Variance Sampling with Provable Guarantees for Fast Training of Graph Neural Networks",
           "KDD 2020", "https://arxiv.org/abs/2006.13866", "Graph learning",
-          claims=("C1", "C2", "C3", "C4", "C5"),
           figures=("fig2_grad_variance", "fig2_loss_and_score", "fig4_mvs_vs_uns", "fig3_inner_steps",
                    "table3_score_vs_batch_size", "table4_time_breakdown", "scaling_sampler_throughput")),
     Paper("baklava", "BaKlaVa: Budgeted Allocation of KV Cache for Long-context Inference",
           "arXiv 2025", "https://arxiv.org/abs/2502.13176", "Transformer inference",
-          claims=("C1", "C2", "C3", "C4", "C5", "C6"),
           figures=("importance_heatmap", "heuristic_vs_ablation", "budgets_at_70", "quality_vs_compression",
                    "needle_heatmap", "memory_and_speed")),
     Paper("asymvlm", "AsymVLM: Asymmetric Token Pruning for Efficient Vision-Language Model Inference",
@@ -92,18 +82,15 @@ PAPERS: tuple[Paper, ...] = (
     Paper("structured_dropout",
           "Structured in Space, Randomized in Time: Leveraging Dropout in RNNs for Efficient Training",
           "NeurIPS 2021", "https://arxiv.org/abs/2106.12089", "Training efficiency",
-          claims=("C1", "C2", "C3", "C4", "C5", "C6"),
           figures=("fig1_mask_cases", "stage_breakdown", "speedup_vs_p", "epoch_time_by_batch", "accuracy_by_mode",
                    "convergence")),
     Paper("ddl_stalls",
           "Analysis of Distributed Deep Learning in the Cloud (Stash: stall-centric characterization of cloud VMs)",
           "arXiv 2022", "https://arxiv.org/abs/2208.14344", "Cloud and clusters",
-          claims=("C1", "C2", "C3", "C4"),
           figures=("hook_calibration", "stall_breakdown", "interconnect_vs_workers", "network_stall",
                    "time_cost_per_epoch", "throughput", "macroscopic_fit", "recommendation")),
     Paper("dally", "GPU Cluster Scheduling for Network-Sensitive Deep Learning (Dally)",
           "arXiv 2024", "https://arxiv.org/abs/2401.16492", "Cloud and clusters",
-          claims=("C1", "C2", "C3", "C4"),
           figures=("delay_example", "makespan_jct_by_trace", "cdfs", "utilisation_over_time", "placement_spread",
                    "sweeps", "delay_timers", "simulator_speed")),
     Paper("cocktail", "Cocktail: A Multidimensional Optimization for Model Serving in Cloud",

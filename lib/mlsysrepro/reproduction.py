@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .catalog import PAPERS, TEMPLATE, Paper
 from .core import paths
+from .core.claims import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, VERDICTS
 
 README = paths.REPO_ROOT / "README.md"
 REPRODUCTION = paths.REPO_ROOT / "REPRODUCTION.md"
@@ -33,21 +34,74 @@ def _fmt(value) -> str:
     return "" if value is None else str(value).replace("|", "\\|")
 
 
-def claims_held(results: dict | None) -> str:
+def tally(results: dict, kind: str = "paper claim") -> dict[str, int]:
+    """How many claims of ``kind`` ("paper claim" or "consistency check") got each verdict."""
+    counts = dict.fromkeys(VERDICTS, 0)
+    for claim in results["claims"]:
+        if claim["kind"] == kind:
+            counts[claim["verdict"]] += 1
+    return counts
+
+
+def status(paper: Paper, results: dict | None) -> str:
+    """Where a paper stands, from its verdicts: ``planned`` (no notebook), ``not run`` (no committed
+    results), ``reproduced`` (every testable paper claim holds), ``partly reproduced`` (some hold),
+    ``not reproduced at this scale`` (none holds)."""
+    if not paper.notebook.exists():
+        return "planned"
+    if results is None:
+        return "not run"
+    counts = tally(results)
+    testable = counts[HOLDS] + counts[FAILS] + counts[INCONCLUSIVE]
+    if testable and counts[HOLDS] == testable:
+        return "reproduced"
+    return "partly reproduced" if counts[HOLDS] else "not reproduced at this scale"
+
+
+def verdict_summary(results: dict | None) -> str:
+    """``k of n hold, m inconclusive, t not testable`` for the paper claims; ``-`` without results."""
     if not results:
         return "-"
-    claims = results["claims"]
-    return f"{sum(c['holds'] for c in claims)}/{len(claims)}"
+    counts = tally(results)
+    total = sum(counts.values())
+    text = f"{counts[HOLDS]} of {total} hold"
+    text += "".join(f", {counts[v]} {v.replace(' here', '')}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE) if counts[v])
+    return text
+
+
+def checks_summary(results: dict | None) -> str:
+    """``k of n pass`` for the consistency checks; ``-`` without any."""
+    counts = tally(results, "consistency check") if results else {}
+    total = sum(counts.values())
+    return f"{counts[HOLDS]} of {total} pass" if total else "-"
 
 
 def paper_table() -> str:
-    """The README's table: every paper, its notebook and status, and how many claims held."""
-    rows = ["| paper | venue | theme | notebook | status | claims held |", "|---|---|---|---|---|---|"]
+    """The README's table: every paper, its notebook and status, and its verdicts."""
+    rows = ["| paper | venue | theme | notebook | status | paper claims | consistency checks |",
+            "|---|---|---|---|---|---|---|"]
     for p in PAPERS:
         notebook = f"[`{p.name}.ipynb`](notebooks/{p.name}.ipynb)" if p.notebook.exists() else f"`{p.name}.ipynb`"
         title = f"[{p.title}]({p.link})" if p.link else p.title
-        rows.append(f"| {title} | {p.venue} | {p.theme} | {notebook} | {p.status} | {claims_held(_results(p))} |")
+        results = _results(p)
+        rows.append(f"| {title} | {p.venue} | {p.theme} | {notebook} | {status(p, results)} | "
+                    f"{verdict_summary(results)} | {checks_summary(results)} |")
     return "\n".join(rows)
+
+
+def _claim_rows(claims: list[dict]) -> list[str]:
+    lines = ["| id | where | statement | paper | unit | ours | 95 % interval | settings | vs paper | rule | verdict | why | note |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in claims:
+        verdict = ("**" + c["verdict"] + "**" if c["verdict"] != HOLDS else c["verdict"]) + (
+            " (timing)" if c["timing"] else "")
+        interval = "" if c["interval"] is None else f"[{_fmt(c['interval'][0])}, {_fmt(c['interval'][1])}]"
+        lines.append(
+            f"| {c['id']} | {c['where']} | {_fmt(c['statement'])} | {_fmt(c['paper_value'])} | {_fmt(c['unit'])} | "
+            f"{_fmt(c['measured'])} | {interval} | {_fmt(c['settings_held'])} | {c['vs_paper']} | `{c['rule']}` | "
+            f"{verdict} | {_fmt(c['why'])} | {_fmt(c['note'])} |"
+        )
+    return lines
 
 
 def _paper_section(paper: Paper, results: dict) -> list[str]:
@@ -55,20 +109,14 @@ def _paper_section(paper: Paper, results: dict) -> list[str]:
     if paper.is_paper:
         notebook = f"notebooks/{paper.name}.ipynb"
         lines += [f"{paper.venue}, {paper.link}. Notebook: [`{notebook}`]({notebook}).", ""]
-    lines += [
-        f"Scale `{results['scale']}`, seed {results['seed']}; claims held: {claims_held(results)}.",
-        "",
-        "| claim | where | statement | paper | ours | rule | holds | note |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for c in results["claims"]:
-        verdict = ("yes" if c["holds"] else "**no**") + (" (timing)" if c.get("timing") else "")
-        lines.append(
-            f"| {c['id']} | {c['where']} | {_fmt(c['statement'])} | {_fmt(c['paper_value'])} | "
-            f"{_fmt(c['measured'])} | `{c['rule']}` | {verdict} | {_fmt(c['note'])} |"
-        )
+    lines += [f"Scale `{results['scale']}`, seed {results['seed']}. Status: **{status(paper, results)}**; "
+              f"paper claims: {verdict_summary(results)}; consistency checks: {checks_summary(results)}.", ""]
+    for kind, heading in (("paper claim", "Paper claims"), ("consistency check", "Consistency checks of this reproduction")):
+        claims = [c for c in results["claims"] if c["kind"] == kind]
+        if claims:
+            lines += [f"**{heading}**", "", *_claim_rows(claims), ""]
     figures = [f"[{name}](figures/{paper.name}/{name})" for name in results["figures"]]
-    lines += ["", "Figures: " + ", ".join(figures), ""]
+    lines += ["Figures: " + ", ".join(figures), ""]
     return lines
 
 
@@ -77,8 +125,13 @@ def reproduction_markdown() -> str:
         "# Reproduction status",
         "",
         "Generated by `./run_all.sh` from `figures/<paper>/results.json` (scale `default` only); do not edit by hand.",
-        "Each claim's verdict is computed by the rule shown, from the value the notebook measured; a verdict marked",
-        "(timing) rests on wall-clock time and may change from run to run.",
+        "Every claim was declared in its paper module before the run (`mlsysrepro.papers.<name>.CLAIMS`) and is",
+        "judged by the rule shown on the value the notebook measured: **holds**, **fails**, **inconclusive** (the 95 %",
+        "interval from seeds, timing repeats or a bootstrap over settings straddles the threshold) or **not testable",
+        "here** (with the reason). A claim over several settings must pass on the stated share of them and for the",
+        "median; a claim that a method beats a baseline must fail for the baseline. Consistency checks (quantities",
+        "fixed by how this reproduction is built) are counted apart. A verdict marked (timing) rests on wall-clock",
+        "time and may change from run to run.",
         "",
         paper_table(),
         "",

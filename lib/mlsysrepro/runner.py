@@ -3,7 +3,7 @@
 ``python -m mlsysrepro.runner [--scale smoke|default] [--only a,b] [--jobs N] [--list]`` runs every
 ``notebooks/*.ipynb`` (the template first) with ``-p scale <scale>`` and kernel ``python3``,
 writes executed copies to ``build/executed/<scale>/``, keeps going past a failing notebook,
-prints a summary (notebook, status, wall time, claims held) and exits 1 if any failed. After a
+prints a summary (notebook, status, wall time, paper claims' verdicts) and exits 1 if any failed. After a
 ``default`` run it regenerates REPRODUCTION.md and the README's paper table.
 
 ``--jobs N`` runs N notebooks at once and splits the machine's cores between them: each kernel gets
@@ -35,9 +35,9 @@ def notebooks() -> list[Path]:
 
 
 def claims_summary(name: str, scale: str) -> str:
-    """``held/total`` from the run's results.json, ``-`` if it wrote none."""
+    """The paper claims' verdicts from the run's results.json, ``-`` if it wrote none."""
     path = paths.output_dir(name, scale) / "results.json"
-    return reproduction.claims_held(json.loads(path.read_text()) if path.exists() else None)
+    return reproduction.verdict_summary(json.loads(path.read_text()) if path.exists() else None)
 
 
 def run_one(notebook: Path, scale: str, timeout: int) -> str | None:
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.scale == paths.COMMITTED_SCALE:
         reproduction.main([])
     width = max([len(r[0]) for r in rows] + [8])
-    print(f"\n{'notebook':<{width}}  status  wall (s)  claims held")
+    print(f"\n{'notebook':<{width}}  status  wall (s)  paper claims")
     for name, status, wall, claims in rows:
         print(f"{name:<{width}}  {status:<6}  {wall:8.0f}  {claims}")
     failed = [r[0] for r in rows if r[1] != "ok"]

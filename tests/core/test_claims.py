@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from mlsysrepro.core import Report, above, at_least, at_most, below, is_true, resolve, within
-from mlsysrepro.core.claims import round_floats
+from mlsysrepro.core import (Claim, Measurement, Report, above, across, at_least, at_most, below, from_samples,
+                             is_true, not_testable, resolve, within)
+from mlsysrepro.core.claims import position, round_floats, verdict
 
 PRESETS = {"smoke": dict(n=1), "default": dict(n=2), "paper": dict(n=3)}
 
@@ -44,65 +45,171 @@ def test_round_floats_handles_tensors_arrays_and_nan():
         round_floats(object())
 
 
-def make_report(tmp_path, monkeypatch, scale="smoke"):
+def claim(rule=above(0.0), **kwargs):
+    return Claim(kwargs.pop("id", "C1"), "x is big", where="Fig. 1", paper_value=kwargs.pop("paper_value", 1.0),
+                 unit="gain", rule=rule, over="the toy settings", **kwargs)
+
+
+@pytest.mark.parametrize("measurement, expected", [
+    (Measurement(0.5), "holds"),
+    (Measurement(-0.5), "fails"),
+    (Measurement(0.5, (0.1, 0.9)), "holds"),
+    (Measurement(0.5, (-0.1, 0.9)), "inconclusive"),
+    (Measurement(-0.5, (-0.9, 0.1)), "inconclusive"),
+    (Measurement(-0.5, (-0.9, -0.1)), "fails"),
+    (not_testable("no GPU here"), "not testable here"),
+])
+def test_four_verdicts(measurement, expected):
+    result, why = verdict(claim(), measurement)
+    assert result == expected
+    if expected == "inconclusive":
+        assert "straddles" in why
+    if expected == "not testable here":
+        assert why == "no GPU here"
+
+
+def test_a_claim_over_settings_needs_the_share_and_the_median():
+    over = claim(min_share=2 / 3)
+    mostly = {f"s{i}": 0.1 + 0.01 * i for i in range(9)} | {"worst": -0.5}
+    assert verdict(over, across(mostly))[0] == "holds"  # 9 of 10, the median's interval above 0
+    assert verdict(over, across({"a": 0.2, "b": 0.3, "c": -0.1}))[0] == "inconclusive"  # 2 of 3: too few to tell
+    result, why = verdict(over, across({"a": 0.2, "b": -0.3, "c": -0.1, "d": 5.0}))  # 2 of 4 passes
+    assert result == "fails" and "passes on 2 of 4 settings (needs 3)" in why
+    assert verdict(over, across({"a": 0.01, "b": 0.02, "c": 0.03, "d": -4.0}))[0] == "inconclusive"
+    with pytest.raises(ValueError, match="measure it with across"):
+        verdict(over, Measurement(0.5))
+
+
+def test_the_best_setting_alone_never_carries_a_claim():
+    effects = {f"t{i}": -0.1 for i in range(15)} | {"best": 0.69}
+    assert verdict(claim(min_share=2 / 3), across(effects))[0] == "fails"
+
+
+def test_across_is_deterministic_and_brackets_the_median():
+    effects = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 10.0}
+    first, second = across(effects), across(effects)
+    assert first == second and first.value == 2.5
+    assert first.interval[0] <= 2.5 <= first.interval[1]
+    with pytest.raises(ValueError, match="effects is empty"):
+        across({})
+
+
+def test_a_win_that_the_baseline_also_passes_is_no_win():
+    assert verdict(claim(), Measurement(0.5, baseline=Measurement(-0.2)))[0] == "holds"
+    result, why = verdict(claim(), Measurement(0.5, baseline=Measurement(0.3)))
+    assert result == "fails" and "baseline: 0.3, holds" in why
+    assert verdict(claim(), Measurement(0.5, baseline=Measurement(0.1, (-0.1, 0.2))))[0] == "inconclusive"
+
+
+def test_a_parity_claim_needs_a_control_that_fails():
+    parity = claim(at_most(0.02), parity=True)
+    assert verdict(parity, Measurement(0.01, baseline=Measurement(0.2)))[0] == "holds"
+    result, why = verdict(parity, Measurement(0.01, baseline=Measurement(0.0)))  # no dropout is as good
+    assert result == "not testable here" and "control: 0, holds" in why
+    assert verdict(parity, Measurement(0.5, baseline=Measurement(0.0)))[0] == "fails"
+
+
+def test_from_samples_gives_a_t_interval():
+    measured = from_samples([1.0, 2.0, 3.0])
+    assert measured.value == 2.0
+    assert measured.interval == pytest.approx((2.0 - 2.4841, 2.0 + 2.4841), abs=1e-3)  # t(0.975, 2) = 4.303
+    assert from_samples([4.0]).interval is None
+
+
+def test_proportion_intervals():
+    from mlsysrepro.core.claims import proportion_gap, proportion_ratio
+
+    gap = proportion_gap(0.9, 0.4, 128)
+    assert gap.value == pytest.approx(0.5) and gap.interval[0] > 0.35 and gap.interval[1] < 0.65
+    noise = proportion_ratio(12 / 128, 9 / 128, 128)  # 12 vs 9 hits: no evidence of a 2x gain
+    assert noise.interval[0] < 1.0 < 2.0 < noise.interval[1]
+    strong = proportion_ratio(60 / 128, 6 / 128, 128)
+    assert strong.interval[0] > 4.0
+    assert math.isfinite(proportion_ratio(0.5, 0.0, 64).value)
+
+
+def test_position_against_the_paper_number():
+    near = claim(paper_value=5.0, near=0.25)
+    assert [position(near, Measurement(v)) for v in (3.0, 4.0, 6.2, 8.0)] == ["below", "near", "near", "beyond"]
+    assert position(claim(), Measurement(3.0)) == ""
+    up_to = claim(paper_value=5.0, near=0.25, up_to=True)
+    assert position(up_to, across({"a": 1.0, "b": 2.0, "c": 5.5})) == "near"  # the best setting, not the median
+    with pytest.raises(ValueError, match="near= needs a numeric paper_value"):
+        claim(paper_value="up to", near=0.1)
+
+
+def make_report(tmp_path, monkeypatch, claims, scale="smoke"):
     monkeypatch.setenv("MLSYSREPRO_BUILD_DIR", str(tmp_path))
-    return Report(resolve("toy", PRESETS, {"scale": scale, "seed": 1}), title="Toy")
+    return Report(resolve("toy", PRESETS, {"scale": scale, "seed": 1}), title="Toy", claims=claims)
 
 
-def test_claim_verdict_is_computed_and_saved(tmp_path, monkeypatch):
-    report = make_report(tmp_path, monkeypatch)
-    assert report.claim("C1", "x is small", where="Fig. 1", paper_value=0.1, measured=0.05, rule=at_most(0.1)) is True
-    assert report.claim("C2", "y is big", where="Tab. 2", paper_value=10, measured=3.0, rule=at_least(10),
-                        note="tiny run") is False
+TOY_CLAIMS = (claim(at_most(0.1), id="C1", paper_value=0.1),
+              claim(at_least(10), id="C2", paper_value=10),
+              claim(above(0), id="K1", paper_value=0, consistency=True))
+
+
+def test_verdict_is_computed_and_saved(tmp_path, monkeypatch):
+    report = make_report(tmp_path, monkeypatch, TOY_CLAIMS)
+    assert report.judge("C2", Measurement(3.0, note="tiny run")) == "fails"
+    assert report.judge("C1", Measurement(0.05)) == "holds"
+    assert report.judge("K1", Measurement(1.0)) == "holds"
     report.metric("curve", torch.linspace(0, 1, 3))
     path = report.save()
     assert path == tmp_path / "smoke" / "figures" / "toy" / "results.json"
     saved = json.loads(path.read_text())
-    assert [c["holds"] for c in saved["claims"]] == [True, False]
-    assert saved["claims"][1] == {
-        "id": "C2", "statement": "y is big", "where": "Tab. 2", "paper_value": 10, "measured": 3.0,
-        "rule": "measured >= 10", "holds": False, "scale": "smoke", "note": "tiny run", "timing": False,
-    }
+    assert [c["id"] for c in saved["claims"]] == ["C1", "C2", "K1"]  # declaration order
+    assert [c["kind"] for c in saved["claims"]] == ["paper claim", "paper claim", "consistency check"]
+    assert {k: saved["claims"][1][k] for k in ("measured", "rule", "verdict", "note", "paper_value")} == {
+        "measured": 3.0, "rule": "measured >= 10", "verdict": "fails", "note": "tiny run", "paper_value": 10}
     assert saved["metrics"] == {"curve": [0.0, 0.5, 1.0]}
     assert saved["settings"] == {"n": 1, "scale": "smoke", "seed": 1}
-    assert report.table().loc["C2", "holds"] == False  # noqa: E712 (numpy bool)
+    assert report.table().loc["C2", "verdict"] == "fails"
 
 
-def test_duplicate_claim_id_is_an_error(tmp_path, monkeypatch):
-    report = make_report(tmp_path, monkeypatch)
-    report.claim("C1", "s", where="w", paper_value=1, measured=1, rule=at_most(1))
-    with pytest.raises(ValueError, match="claim id 'C1' recorded twice"):
-        report.claim("C1", "s", where="w", paper_value=1, measured=1, rule=at_most(1))
+def test_a_claim_must_be_declared_judged_once_and_every_one_judged(tmp_path, monkeypatch):
+    report = make_report(tmp_path, monkeypatch, TOY_CLAIMS)
+    with pytest.raises(ValueError, match="claim 'C9' is not declared"):
+        report.judge("C9", Measurement(1.0))
+    report.judge("C1", Measurement(1.0))
+    with pytest.raises(ValueError, match="claim id 'C1' judged twice"):
+        report.judge("C1", Measurement(1.0))
+    with pytest.raises(ValueError, match=r"claims \['C2', 'K1'\] are declared but not judged"):
+        report.save()
+    assert not (report.out_dir / "results.json").exists()
+    with pytest.raises(ValueError, match="declared twice"):
+        make_report(tmp_path, monkeypatch, TOY_CLAIMS[:1] * 2)
 
 
 def test_results_json_is_byte_identical_across_runs(tmp_path, monkeypatch):
     blobs = []
     for _ in range(2):
-        report = make_report(tmp_path, monkeypatch)
+        report = make_report(tmp_path, monkeypatch, TOY_CLAIMS[:1])
         report.metric("b", {"z": 1.0 / 3.0, "a": [2.0 / 3.0]})
-        report.claim("C1", "s", where="w", paper_value=1, measured=1 / 7, rule=at_most(1))
+        report.judge("C1", across({"x": 1 / 7, "y": 2 / 7}))
         blobs.append(report.save().read_bytes())
     assert blobs[0] == blobs[1]
     assert b'"a": [\n' in blobs[0] and blobs[0].index(b'"a"') < blobs[0].index(b'"z"')
 
 
 def test_default_scale_writes_to_committed_figures(tmp_path, monkeypatch):
-    report = make_report(tmp_path, monkeypatch, scale="default")
+    report = make_report(tmp_path, monkeypatch, (), scale="default")
     assert report.out_dir.parts[-2:] == ("figures", "toy") and tmp_path not in report.out_dir.parents
 
 
 def test_timings_are_kept_apart_and_dropped_for_comparison(tmp_path, monkeypatch):
     from mlsysrepro.core.claims import without_timings
 
+    claims = (claim(at_most(1.5), id="C1", timing=True), claim(at_least(0.8), id="C2"))
     saved = []
     for seconds in (1.0, 2.0):
-        report = make_report(tmp_path, monkeypatch)
+        report = make_report(tmp_path, monkeypatch, claims)
         report.metric("loss", 0.5)
         report.metric("seconds", seconds, timing=True)
-        report.claim("C1", "fast", where="Tab. 4", paper_value=1.0, measured=seconds, rule=at_most(1.5), timing=True)
-        report.claim("C2", "good", where="Tab. 3", paper_value=1.0, measured=0.9, rule=at_least(0.8))
+        report.judge("C1", Measurement(seconds, (seconds * 0.7, seconds * 1.1)))
+        report.judge("C2", Measurement(0.9))
         saved.append(json.loads(report.save().read_text()))
     assert saved[0]["timings"] == {"seconds": 1.0} and saved[0]["metrics"] == {"loss": 0.5}
+    assert [c["verdict"] for c in saved[1]["claims"]] == ["inconclusive", "holds"]
     assert saved[0] != saved[1]
     assert without_timings(saved[0]) == without_timings(saved[1])
     assert without_timings(saved[0])["claims"][1]["measured"] == 0.9  # a non-timing claim keeps its value

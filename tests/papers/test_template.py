@@ -28,3 +28,12 @@ def test_per_example_gradients_average_to_the_autograd_gradient():
 def test_loglog_slope_recovers_a_power_law():
     xs = [1, 2, 4, 8, 16]
     assert abs(template.loglog_slope(xs, [3.0 / x**1.5 for x in xs]) + 1.5) < 1e-9
+
+
+def test_claim_c1_holds_for_a_1_over_b_law_and_fails_for_a_flat_one():
+    from mlsysrepro.core.claims import verdict
+
+    (claim,) = template.CLAIMS
+    sizes = [1, 2, 4, 8]
+    assert verdict(claim, template.inverse_batch_law(sizes, torch.tensor([2.0 / b for b in sizes])))[0] == "holds"
+    assert verdict(claim, template.inverse_batch_law(sizes, torch.tensor([2.0 / b**0.5 for b in sizes])))[0] == "fails"

@@ -5,7 +5,8 @@ Public entry points:
 - :func:`resolve_notebook` / :func:`resolve` (``settings``): scale presets and parameter validation;
   :func:`beside_paper`, a run's setting beside the paper's;
 - :func:`fetch` (``data``): registered datasets, verified by sha256, from ``data/``, a mirror or the web;
-- :class:`Report` and the rules :func:`at_most`, :func:`at_least`, :func:`within`, ... (``claims``);
+- :class:`Claim` (declared in a paper module), :class:`Report`, the rules :func:`at_most`, :func:`at_least`, ...
+  and the measurements :func:`across`, :func:`from_samples`, :func:`from_timing`, :func:`not_testable` (``claims``);
 - :func:`style` and :func:`savefig` (``plots``): one figure style, byte-identical files;
 - :func:`cached` (``cache``): artifacts keyed by the seed and an explicit list of the knobs they depend on;
 - :class:`TaskRunner` (``tasks``): independent tasks in this process, on local processes or on Ray, cached maps;
@@ -15,7 +16,8 @@ Public entry points:
 """
 
 from .cache import cached
-from .claims import Report, above, at_least, at_most, below, is_true, within
+from .claims import (Claim, Measurement, Report, above, across, at_least, at_most, below, from_samples, from_timing,
+                     is_true, not_testable, within)
 from .data import ChecksumError, DatasetError, fetch
 from .plots import savefig, style
 from .progress import progress
@@ -26,19 +28,25 @@ from .timing import interleaved, ratios
 
 __all__ = [
     "ChecksumError",
+    "Claim",
     "DatasetError",
+    "Measurement",
     "Report",
     "Settings",
     "TaskRunner",
     "above",
+    "across",
     "at_least",
     "at_most",
     "below",
     "beside_paper",
     "cached",
     "fetch",
+    "from_samples",
+    "from_timing",
     "interleaved",
     "is_true",
+    "not_testable",
     "progress",
     "ratios",
     "resolve",

@@ -1,19 +1,31 @@
-"""A paper's claims beside what this run measured, and the run's ``results.json``.
+"""A paper's claims: declared before the run, judged by their rule on what the run measured.
 
-A claim records the paper's statement, the paper's number and where it stands (figure or
-table), the value this run measured, and a :class:`Rule` that decides whether the claim
-holds. The verdict is computed from the measured value by the rule's code; it is never typed
-in. A :class:`Report` collects claims, metrics and figures and writes them to
-``<out_dir>/results.json`` with sorted keys and rounded floats, so a rerun with the same seed
-gives the same bytes::
+A paper module declares its claims next to its presets, before anything runs (:class:`Claim`):
+the statement, where the paper makes it, the paper's value *in the unit we measure*, the
+:class:`Rule` written from the paper, and the settings the rule runs over. A quantity that is
+fixed by how this reproduction is built is declared as a consistency check
+(``consistency=True``) and counted apart from the paper's claims::
 
-    report = Report(settings, title="Minimal Variance Sampling ...")
-    report.metric("grad_var_mvs", 0.012)
-    report.claim("C1", "MVS has the lowest gradient variance", where="Fig. 2",
-                 paper_value="lowest of 6 samplers", measured=rank, rule=at_most(1),
-                 note="Reddit/PPI unavailable: measured on Tolokers/CiteSeer")
-    report.savefig(fig, "fig2_grad_variance")
+    CLAIMS = (
+        Claim("C1", "Dally improves makespan over Tiresias on the traces", where="Abstract, Sec. 6",
+              paper_value=0.69, unit="makespan gain over Tiresias (share)", rule=above(0.0),
+              over="every trace of `traces`", min_share=2 / 3, near=0.5),
+    )
+
+The notebook measures (a paper-module function returning a :class:`Measurement`) and judges::
+
+    report = Report(settings, title="...", claims=dally.CLAIMS)
+    report.judge("C1", across(dally.makespan_gain(table)))
     report.save()
+
+A verdict has four values (:func:`verdict`): ``holds``, ``fails``, ``inconclusive`` (the
+measurement's interval, from seeds, timing repeats or a bootstrap over settings, straddles the
+rule's threshold) and ``not testable here`` (with the reason). A claim over several settings
+(``min_share``) holds only where the rule passes on at least that share of them *and* for the
+median effect; a claim that a method beats a baseline holds only if the same rule fails for the
+baseline. Verdicts are computed, never typed in. :meth:`Report.save` writes
+``<out_dir>/results.json`` with sorted keys and rounded floats, so a rerun with one seed gives the
+same bytes; it refuses to write while a declared claim is unjudged.
 """
 
 from __future__ import annotations
@@ -21,15 +33,21 @@ from __future__ import annotations
 import json
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from . import plots
 from .settings import Settings
 
 #: Significant digits kept for floats in results.json.
 SIGNIFICANT_DIGITS = 6
+
+HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = "holds", "fails", "inconclusive", "not testable here"
+#: The four verdicts, in the order REPRODUCTION.md counts them.
+VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)
 
 
 @dataclass(frozen=True)
@@ -79,6 +97,196 @@ def is_true() -> Rule:
     return Rule("measured is True", lambda m: m is True)
 
 
+@dataclass(frozen=True)
+class Claim:
+    """One claim of the paper (or one consistency check of this reproduction), declared before the run.
+
+    ``paper_value`` is in the unit the run measures (``unit``): a gap in points is compared with a
+    gap in points, a share with a share; a text when the paper gives no number. ``over`` names the
+    settings the rule runs over; ``min_share`` (for a claim about several settings) is the share of
+    them the rule must pass on. ``near``: the relative band within which the measured value counts
+    as near the paper's number (below it: "below", above it: "beyond"); ``up_to``: the paper's number
+    is its best setting ("up to 69 %"), so our best setting is set beside it. ``parity``: a claim that two
+    things perform alike, whose ``baseline`` is a control showing that what is compared matters at all (dropout
+    against none); where the control passes the rule too, parity says nothing and the claim is not testable.
+    ``timing``: measured in wall-clock time (its verdict may change between runs).
+    """
+
+    id: str
+    statement: str
+    where: str
+    paper_value: Any
+    unit: str
+    rule: Rule
+    over: str
+    min_share: float | None = None
+    near: float | None = None
+    up_to: bool = False
+    parity: bool = False
+    timing: bool = False
+    consistency: bool = False
+
+    def __post_init__(self):
+        if self.min_share is not None and not 0 < self.min_share <= 1:
+            raise ValueError(f"min_share must be in (0, 1], got {self.min_share}")
+        if self.near is not None and not isinstance(self.paper_value, (int, float)):
+            raise ValueError(f"claim {self.id}: near= needs a numeric paper_value, got {self.paper_value!r}")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a run measured for one claim.
+
+    ``value`` is compared with the rule; ``interval`` is its 95 % interval where it has spread (seeds,
+    timing repeats, a bootstrap over settings); ``per_setting`` the effect on each setting of a
+    claim over several (the rule counts those it passes on); ``baseline`` the same measurement
+    for the baseline the paper beats, which must fail the rule; ``not_testable`` the reason this
+    run cannot test the claim (then nothing else is needed).
+    """
+
+    value: Any = None
+    interval: tuple[float, float] | None = None
+    per_setting: Mapping[str, float] | None = None
+    baseline: "Measurement | None" = None
+    note: str = ""
+    not_testable: str = ""
+
+
+def across(effects: Mapping[str, float], note: str = "", resamples: int = 2000, seed: int = 0) -> Measurement:
+    """A claim over several settings: the median effect, its 95 % bootstrap interval over the settings
+    (percentile, ``resamples`` draws with a fixed ``seed``) and every setting's effect."""
+    effects = {str(k): float(v) for k, v in dict(effects).items()}
+    if not effects:
+        raise ValueError("across: effects is empty; a claim over settings needs at least one setting")
+    values = np.array(list(effects.values()))
+    draws = np.random.default_rng(seed).choice(values, size=(resamples, len(values)), replace=True)
+    medians = np.median(draws, axis=1)
+    interval = (float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975)))
+    return Measurement(float(np.median(values)), interval, per_setting=effects, note=note)
+
+
+def from_samples(samples: Sequence[float], note: str = "", confidence: float = 0.95) -> Measurement:
+    """The mean of independent samples (seeds) with its Student-t interval; one sample has no interval."""
+    from scipy import stats
+
+    values = np.asarray(samples, dtype=float)
+    if values.size == 0:
+        raise ValueError("from_samples: samples is empty")
+    mean = float(values.mean())
+    if values.size == 1:
+        return Measurement(mean, note=note)
+    half = float(stats.t.ppf(0.5 + confidence / 2, values.size - 1) * values.std(ddof=1) / math.sqrt(values.size))
+    return Measurement(mean, (mean - half, mean + half), note=note)
+
+
+def proportion_gap(first: float, second: float, n: int, note: str = "") -> Measurement:
+    """``first - second``, two accuracies each over ``n`` independent items, with its Wald 95 % interval."""
+    if n < 1:
+        raise ValueError(f"proportion_gap: n must be >= 1 item, got {n}")
+    half = 1.96 * math.sqrt((first * (1 - first) + second * (1 - second)) / n)
+    return Measurement(first - second, (first - second - half, first - second + half), note=note)
+
+
+def proportion_ratio(first: float, second: float, n: int, note: str = "") -> Measurement:
+    """``first / second``, two accuracies each over ``n`` items, with Katz's log 95 % interval; half an item is
+    added to both counts (Haldane), so a count of 0 gives a finite ratio and a wide interval."""
+    if n < 1:
+        raise ValueError(f"proportion_ratio: n must be >= 1 item, got {n}")
+    a, b = first * n + 0.5, second * n + 0.5
+    ratio = a / b
+    half = 1.96 * math.sqrt(1 / a - 1 / (n + 0.5) + 1 / b - 1 / (n + 0.5))
+    return Measurement(ratio, (ratio * math.exp(-half), ratio * math.exp(half)), note=note)
+
+
+def from_timing(timing, note: str = "") -> Measurement:
+    """A :class:`.timing.Timing` (or a ratio of them): its median and distribution-free 95 % interval."""
+    return Measurement(timing.median, timing.interval, note=note)
+
+
+def not_testable(reason: str) -> Measurement:
+    """This run cannot test the claim, and why."""
+    if not reason:
+        raise ValueError("not_testable needs a reason")
+    return Measurement(not_testable=reason)
+
+
+def _value_verdict(rule: Rule, measurement: Measurement) -> str:
+    passes = rule(measurement.value)
+    if measurement.interval is None:
+        return HOLDS if passes else FAILS
+    ends = [rule(end) for end in measurement.interval]
+    if passes and all(ends):
+        return HOLDS
+    if not passes and not any(ends):
+        return FAILS
+    return INCONCLUSIVE
+
+
+def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
+    """The verdict of ``claim`` on ``measurement`` and why, in words.
+
+    1. ``not_testable`` set: not testable here.
+    2. The value against the rule: holds, fails, or inconclusive when the interval straddles the threshold.
+    3. Over settings (``min_share``): fails when the rule passes on fewer than that share of them.
+    4. With a baseline: a claim that holds for the baseline too does not single the method out: fails. For a
+       ``parity`` claim the baseline is a control that must fail the rule (what is compared matters); where it
+       does not, the claim is not testable here.
+    """
+    if measurement.not_testable:
+        return NOT_TESTABLE, measurement.not_testable
+    result = _value_verdict(claim.rule, measurement)
+    why = [f"{_fmt_value(measurement)} {'passes' if claim.rule(measurement.value) else 'fails'} `{claim.rule.text}`"]
+    if measurement.interval is not None and result == INCONCLUSIVE:
+        why.append("its 95 % interval straddles the threshold")
+    if claim.min_share is not None:
+        if not measurement.per_setting:
+            raise ValueError(f"claim {claim.id} is over settings (min_share); measure it with across()")
+        held, total = settings_held(claim.rule, measurement)
+        why.append(f"passes on {held} of {total} settings (needs {math.ceil(claim.min_share * total)})")
+        if held < claim.min_share * total:
+            result = FAILS
+    if measurement.baseline is not None and result != FAILS:
+        base = verdict(claim, measurement.baseline)[0]
+        why.append(f"{'control' if claim.parity else 'baseline'}: {_fmt_value(measurement.baseline)}, {base}")
+        if claim.parity and base != FAILS:
+            return NOT_TESTABLE, "; ".join(why + ["the control does not clearly fail the rule, so what is compared "
+                                                 "does not measurably matter at this scale"])
+        if base == HOLDS:
+            result = FAILS
+        elif base == INCONCLUSIVE:
+            result = INCONCLUSIVE
+    return result, "; ".join(why)
+
+
+def settings_held(rule: Rule, measurement: Measurement) -> tuple[int, int]:
+    """(settings where the rule passes, settings) of a measurement made with :func:`across`."""
+    per_setting = measurement.per_setting or {}
+    return sum(rule(v) for v in per_setting.values()), len(per_setting)
+
+
+def position(claim: Claim, measurement: Measurement) -> str:
+    """Where the measured value (the best setting's, for an ``up_to`` claim) stands against the paper's number:
+    below, near (within ``claim.near``) or beyond it; empty when the claim declares no band."""
+    value = measurement.value
+    if claim.up_to and measurement.per_setting:
+        value = max(measurement.per_setting.values())
+    if claim.near is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+        return ""
+    reference = float(claim.paper_value)
+    if abs(value - reference) <= claim.near * abs(reference):
+        return "near"
+    return "below" if value < reference else "beyond"
+
+
+def _fmt_value(measurement: Measurement) -> str:
+    value = measurement.value
+    text = f"{value:.4g}" if isinstance(value, float) else str(value)
+    if measurement.interval is not None:
+        low, high = measurement.interval
+        text += f" [{low:.4g}, {high:.4g}]"
+    return text
+
+
 def round_floats(value: Any, digits: int = SIGNIFICANT_DIGITS) -> Any:
     """Round every float in a nested structure to ``digits`` significant digits (NaN -> None)."""
     if isinstance(value, bool) or value is None or isinstance(value, (int, str)):
@@ -96,16 +304,23 @@ def round_floats(value: Any, digits: int = SIGNIFICANT_DIGITS) -> Any:
     raise TypeError(f"cannot store {type(value).__name__} in results.json: {value!r}")
 
 
+@dataclass
 class Report:
     """Claims, metrics and figures of one run, saved as ``results.json`` beside the figures."""
 
-    def __init__(self, settings: Settings, title: str):
-        self.settings = settings
-        self.title = title
-        self.metrics: dict[str, Any] = {}
-        self.timings: dict[str, Any] = {}
-        self.claims: list[dict[str, Any]] = []
-        self.figures: list[str] = []
+    settings: Settings
+    title: str
+    claims: Sequence[Claim] = ()
+    metrics: dict[str, Any] = field(default_factory=dict)
+    timings: dict[str, Any] = field(default_factory=dict)
+    judged: list[dict[str, Any]] = field(default_factory=list)
+    figures: list[str] = field(default_factory=list)
+
+    def __post_init__(self):
+        ids = [c.id for c in self.claims]
+        if len(set(ids)) != len(ids):
+            raise ValueError(f"claim ids declared twice: {sorted({i for i in ids if ids.count(i) > 1})}")
+        self.declared = {c.id: c for c in self.claims}
 
     @property
     def out_dir(self) -> Path:
@@ -120,40 +335,38 @@ class Report:
         (self.timings if timing else self.metrics)[name] = round_floats(value)
         return value
 
-    def claim(
-        self,
-        id: str,
-        statement: str,
-        *,
-        where: str,
-        paper_value: Any,
-        measured: Any,
-        rule: Rule,
-        note: str = "",
-        timing: bool = False,
-    ) -> bool:
-        """Record one of the paper's claims; returns whether it holds (``rule(measured)``).
-
-        ``timing=True`` marks a claim measured in wall-clock time, whose value may change between runs.
-        """
-        if any(c["id"] == id for c in self.claims):
-            raise ValueError(f"claim id {id!r} recorded twice")
-        holds = rule(measured)
-        self.claims.append(
-            {
-                "id": id,
-                "statement": statement,
-                "where": where,
-                "paper_value": round_floats(paper_value),
-                "measured": round_floats(measured),
-                "rule": rule.text,
-                "holds": holds,
-                "scale": self.settings.scale,
-                "note": note,
-                "timing": timing,
-            }
-        )
-        return holds
+    def judge(self, id: str, measurement: Measurement) -> str:
+        """Judge the declared claim ``id`` on ``measurement``; records and returns the verdict."""
+        if id not in self.declared:
+            raise ValueError(f"claim {id!r} is not declared; declared: {sorted(self.declared)}")
+        if any(c["id"] == id for c in self.judged):
+            raise ValueError(f"claim id {id!r} judged twice")
+        claim = self.declared[id]
+        result, why = verdict(claim, measurement)
+        held = settings_held(claim.rule, measurement) if measurement.per_setting else None
+        self.judged.append({
+            "id": id,
+            "kind": "consistency check" if claim.consistency else "paper claim",
+            "statement": claim.statement,
+            "where": claim.where,
+            "paper_value": round_floats(claim.paper_value),
+            "unit": claim.unit,
+            "rule": claim.rule.text + (f" on >= {claim.min_share:.0%} of settings and for the median"
+                                       if claim.min_share is not None else ""),
+            "over": claim.over,
+            "measured": round_floats(measurement.value),
+            "interval": round_floats(measurement.interval),
+            "settings_held": None if held is None else f"{held[0]} of {held[1]}",
+            "per_setting": round_floats(measurement.per_setting),
+            "baseline": None if measurement.baseline is None else round_floats(measurement.baseline.value),
+            "vs_paper": position(claim, measurement),
+            "verdict": result,
+            "why": why,
+            "note": measurement.note,
+            "scale": self.settings.scale,
+            "timing": claim.timing,
+        })
+        return result
 
     def savefig(self, fig, name: str) -> Path:
         """Save ``fig`` as ``<out_dir>/<name>.png`` and ``.svg`` and list it in results.json."""
@@ -163,14 +376,18 @@ class Report:
         return path
 
     def table(self):
-        """The claims as a pandas DataFrame, for display at the end of a notebook."""
+        """The judged claims as a pandas DataFrame, for display at the end of a notebook."""
         import pandas as pd
 
-        columns = ["id", "where", "statement", "paper_value", "measured", "rule", "holds", "note"]
-        return pd.DataFrame([{k: c[k] for k in columns} for c in self.claims], columns=columns).set_index("id")
+        columns = ["id", "kind", "where", "statement", "paper_value", "measured", "interval", "settings_held",
+                   "rule", "verdict", "vs_paper", "note"]
+        order = {c.id: i for i, c in enumerate(self.claims)}
+        rows = sorted(self.judged, key=lambda c: order[c["id"]])
+        return pd.DataFrame([{k: c[k] for k in columns} for c in rows], columns=columns).set_index("id")
 
     def to_dict(self) -> dict[str, Any]:
         s = self.settings
+        order = {c.id: i for i, c in enumerate(self.claims)}
         return {
             "paper": s.paper,
             "title": self.title,
@@ -179,12 +396,16 @@ class Report:
             "settings": round_floats(s.to_dict()),
             "metrics": self.metrics,
             "timings": self.timings,
-            "claims": self.claims,
+            "claims": sorted(self.judged, key=lambda c: order[c["id"]]),
             "figures": [f"{name}.png" for name in self.figures],
         }
 
     def save(self) -> Path:
-        """Write ``results.json`` atomically; returns its path."""
+        """Write ``results.json`` atomically; returns its path. Every declared claim must have been judged."""
+        missing = [c.id for c in self.claims if not any(j["id"] == c.id for j in self.judged)]
+        if missing:
+            raise ValueError(f"claims {missing} are declared but not judged; judge them (not_testable(reason) "
+                             "where this run cannot test them) before saving")
         self.out_dir.mkdir(parents=True, exist_ok=True)
         path = self.out_dir / "results.json"
         tmp = path.with_suffix(".json.tmp")
@@ -198,11 +419,15 @@ def load_results(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
+#: What a timing claim's verdict depends on, dropped when two runs are compared.
+TIMING_FIELDS = ("measured", "interval", "per_setting", "settings_held", "baseline", "vs_paper", "verdict", "why",
+                 "note")
+
+
 def without_timings(results: dict[str, Any]) -> dict[str, Any]:
     """``results`` less what wall-clock time decides: what two runs with one seed must agree on."""
     kept = {k: v for k, v in results.items() if k != "timings"}
     kept["claims"] = [
-        {k: v for k, v in c.items() if not (c["timing"] and k in ("measured", "holds", "note"))}
-        for c in results["claims"]
+        {k: v for k, v in c.items() if not (c["timing"] and k in TIMING_FIELDS)} for c in results["claims"]
     ]
     return kept

@@ -10,21 +10,27 @@ where ``Sigma`` is the covariance of the per-example gradients ``g_i = x_i (x_i^
 (e.g. Bottou, Curtis & Nocedal, "Optimization Methods for Large-Scale Machine Learning",
 SIAM Review 2018, Sec. 4). The same quantity is what MVS-GNN's sampler minimises.
 
-Public entry points: :data:`PRESETS`, :func:`make_regression`, :func:`fit_least_squares` (and :func:`optimum`,
-the same cached), :func:`per_example_gradients`, :func:`minibatch_gradient_variance`, :func:`loglog_slope`.
+Public entry points: :data:`PRESETS`, :data:`CLAIMS`, :func:`make_regression`, :func:`fit_least_squares` (and :func:`optimum`,
+the same cached), :func:`per_example_gradients`, :func:`minibatch_gradient_variance`, :func:`loglog_slope` and the claim's measurement :func:`inverse_batch_law`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from ..core import cached, progress
+from ..core import Claim, Measurement, cached, progress, within
 
 PRESETS = {
     "smoke": dict(n_samples=2_000, n_features=8, n_draws=64, max_batch_log2=6, fit_steps=50),
     "default": dict(n_samples=20_000, n_features=16, n_draws=400, max_batch_log2=8, fit_steps=300),
     "paper": dict(n_samples=200_000, n_features=64, n_draws=2_000, max_batch_log2=10, fit_steps=1_000),
 }
+
+CLAIMS = (
+    Claim("C1", "Mini-batch gradient variance is inversely proportional to the batch size", where="eq. (1)",
+          paper_value=-1.0, unit="log-log slope of E||g_B - g||^2 against B", rule=within(-1.1, -0.9),
+          over="batch sizes 1, 2, 4, ..., 2**max_batch_log2 at the least-squares optimum", near=0.1),
+)
 
 
 def make_regression(n_samples: int, n_features: int, generator: torch.Generator, noise: float = 0.5):
@@ -78,3 +84,9 @@ def loglog_slope(x: list[float] | torch.Tensor, y: list[float] | torch.Tensor) -
     lx, ly = torch.log(torch.as_tensor(x, dtype=torch.float64)), torch.log(torch.as_tensor(y, dtype=torch.float64))
     lx, ly = lx - lx.mean(), ly - ly.mean()
     return float((lx * ly).sum() / (lx * lx).sum())
+
+
+def inverse_batch_law(batch_sizes: list[int], variances: torch.Tensor) -> Measurement:
+    """Claim C1's measurement: the log-log slope of the measured variance against the batch size (eq. (1): -1)."""
+    return Measurement(loglog_slope(batch_sizes, variances),
+                       note="log-log slope of the Monte-Carlo variance; fewer draws (smoke scale) make it noisier")
