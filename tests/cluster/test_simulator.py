@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mlsysrepro.cluster.examples import delay_example
+from mlsysrepro.cluster.examples import delay_example, delay_scheduling_only
 from mlsysrepro.cluster.jobs import Trace
 from mlsysrepro.cluster.metrics import check_invariants, summary, utilisation
 from mlsysrepro.cluster.placement import Placement, in_one_machine
@@ -23,7 +23,8 @@ def scenario() -> Trace:
 
 
 def run(policy, **knobs):
-    result = simulate(scenario(), TWO_MACHINES, make_policy(policy, **knobs), lease=10.0, checkpoint_seconds=0.0)
+    policy = delay_scheduling_only(**knobs) if policy == "delay" else make_policy(policy, **knobs)
+    result = simulate(scenario(), TWO_MACHINES, policy, lease=10.0, checkpoint_seconds=0.0)
     check_invariants(result)
     return result
 
@@ -35,19 +36,19 @@ def test_fifo_places_the_big_job_across_machines_as_soon_as_four_gpus_are_free()
     assert result.log_level[result.log_job == 4].tolist() == [1]  # rack level, to the end: FIFO never migrates
 
 
-def test_dally_waits_exactly_until_its_rack_timer_then_takes_the_rack_placement():
+def test_delay_scheduling_waits_exactly_until_its_rack_timer_then_takes_the_rack_placement():
     """Timer 5 leases = 50 s: E spreads at 50; at 100 (A and D end) the lease round moves it into one machine.
     50..100 at 4 s: 12.5 iterations; the other 27.5 at 2.5 s: 68.75 s."""
-    result = run("dally_fixed", rack_wait=5, network_wait=10)
+    result = run("delay", rack_wait=5, network_wait=10)
     assert result.start[4] == 50.0
     np.testing.assert_allclose(result.finish, [100, 20, 30, 100, 100 + 27.5 * 2.5])
     assert result.log_level[result.log_job == 4].tolist() == [1, 0]
     assert result.migrations[4] == 1 and result.preemptions.sum() == 0
 
 
-def test_dally_with_a_timer_already_expired_spreads_at_once_like_fifo():
+def test_delay_scheduling_with_a_timer_already_expired_spreads_at_once_like_fifo():
     """Waited 3 leases at t = 30 >= 2: spread at 30; 30..100 at 4 s is 17.5 iterations, 22.5 left at 2.5 s."""
-    result = run("dally_fixed", rack_wait=2, network_wait=4)
+    result = run("delay", rack_wait=2, network_wait=4)
     assert result.start[4] == 30.0 and result.finish[4] == pytest.approx(100 + 22.5 * 2.5)
 
 
@@ -56,11 +57,25 @@ def test_a_consolidated_wait_pays_off_when_a_machine_frees_before_the_timer():
     earlier than FIFO's spread run (190)."""
     trace = scenario()
     trace.iterations[3] = 60.0
-    result = simulate(trace, TWO_MACHINES, make_policy("dally_fixed", rack_wait=7, network_wait=14), 10.0, 0.0)
+    result = simulate(trace, TWO_MACHINES, delay_scheduling_only(7, 14), 10.0, 0.0)
     check_invariants(result)
     assert result.start[4] == 60.0 and result.finish[4] == pytest.approx(160.0)
     assert result.log_level[result.log_job == 4].tolist() == [0]
     assert result.comm_seconds[4] == pytest.approx(40 * 1.5)
+
+
+def test_full_dally_auctions_the_expiring_leases_and_a_job_that_never_ran_wins_them():
+    """At t = 10 every lease expires and E (bid 0: it has not run) outbids A..D (bid 1): it takes the whole of
+    machine 1 (a machine-level placement needs no timer), preempting C and D. At t = 20 E's lease expires with
+    E, C and D all at the ideal pace (bid 1): C and D, who lost their GPUs first, win them back. Nobody is placed
+    across machines before the rack timer."""
+    result = run("dally_fixed", rack_wait=5, network_wait=10)
+    assert result.start[4] == 10.0
+    assert result.preemptions[[2, 3, 4]].tolist() == [1, 1, 1]
+    first = np.flatnonzero(result.log_job == 4)[0]
+    assert (result.log_start[first], result.log_end[first], result.log_level[first]) == (10.0, 20.0, 0)
+    spread = result.log_level[result.log_job == 4] > 0
+    assert (result.log_start[result.log_job == 4][spread] >= 20.0 + 5 * 10.0).all()  # waiting since 20: timer at 70
 
 
 def random_trace(seed: int, jobs: int = 80) -> Trace:

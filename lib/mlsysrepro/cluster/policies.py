@@ -16,6 +16,9 @@ policy             ordering                                    placement        
 ``dally``          progress per held second vs ideal, lowest   delay, auto-tuned        at leases
 ``dally_fixed``    as ``dally``                                delay, fixed timers      at leases
 =================  ==========================================  =======================  ==========
+
+and one ablation (:data:`ABLATIONS`): ``dally_no_migration``, Dally that never moves a running job to a
+tighter placement at lease renewal, which says how much of Dally's effect the re-placement carries.
 """
 
 from __future__ import annotations
@@ -80,8 +83,9 @@ def finish_time_fairness(view: JobView) -> np.ndarray:
 def network_progress(view: JobView) -> np.ndarray:
     """Dally's bid (authors' ``mNwSlowdown``): work done per second of GPUs held, relative to the ideal placement,
     ``done x ideal_iteration / held``. The job most slowed by its placements (or by checkpoints) bids lowest and
-    wins the GPUs first; a job that has not run yet counts as undegraded (1)."""
-    progress = np.ones(len(view.index))
+    wins the GPUs first. A job that has not run yet bids 0, as in the authors' simulator (``mNwSlowdown`` starts
+    at 0 and changes only when an iteration ends), so waiting jobs go before running ones, the oldest first."""
+    progress = np.zeros(len(view.index))
     ran = view.held > 0
     progress[ran] = view.done[ran] * view.ideal_iteration[ran] / view.held[ran]
     return np.minimum(progress, 1.0)  # nobody beats the ideal: only rounding would say so, and reorder ties
@@ -98,6 +102,7 @@ class Policy:
 
 
 POLICIES = ("fifo", "srsf", "tiresias", "gandiva", "themis", "dally", "dally_fixed")
+ABLATIONS = ("dally_no_migration",)
 
 
 def make_policy(name: str, *, las_threshold: float = 3600.0, rack_wait: float = 6, network_wait: float = 12,
@@ -117,7 +122,9 @@ def make_policy(name: str, *, las_threshold: float = 3600.0, rack_wait: float = 
         return Policy(name, finish_time_fairness, Consolidating(), preemptive=True)
     if name == "dally":
         return Policy(name, network_progress, DelayScheduling(history=history), preemptive=True, migrates=True)
+    if name == "dally_no_migration":
+        return Policy(name, network_progress, DelayScheduling(history=history), preemptive=True)
     if name == "dally_fixed":
         return Policy(name, network_progress, DelayScheduling(rack_wait, network_wait, history), preemptive=True,
                       migrates=True)
-    raise ValueError(f"policy must be one of {list(POLICIES)}, got {name!r}")
+    raise ValueError(f"policy must be one of {list(POLICIES + ABLATIONS)}, got {name!r}")

@@ -5,7 +5,9 @@
 - :func:`utilisation_curves` — the share of GPUs held over time on the main trace;
 - :func:`sweep` — Dally against the consolidation baseline (Tiresias) while one knob moves: the share of
   network-sensitive jobs, the cross-rack contention, the arrival rate, fixed delay timers, the history window;
-- :func:`speed_curve` — simulator wall time and events per second against the number of jobs.
+- :func:`speed_curve` — simulator wall time and events per second against the number of jobs;
+- :data:`CLAIMS`, declared before the run, and their measurements :func:`gain_over_traces` (C1, C2),
+  :func:`communication_cut` (C3) and :func:`autotuner_vs_best_fixed` (C4).
 
 Every run sizes its cluster from the trace (:func:`cluster_for`: racks of 8-GPU machines, enough GPUs for the
 largest job and an offered load of ``load``) and its lease from the jobs' lengths (:func:`lease_for`). The
@@ -30,6 +32,7 @@ from ..cluster.policies import POLICIES, make_policy
 from ..cluster.simulator import simulate
 from ..cluster.topology import Topology
 from ..core.cache import cached
+from ..core.claims import Claim, Measurement, above, across, at_least, at_most, not_testable
 from ..core.progress import progress
 from ..core.tasks import TaskRunner
 from ..core.timing import clock
@@ -38,13 +41,15 @@ BASELINE = "tiresias"
 GPUS_PER_MACHINE = 8
 MAX_MACHINES_PER_RACK = 16
 LABELS = {"fifo": "FIFO", "srsf": "SRSF", "tiresias": "Tiresias (2D-LAS)", "gandiva": "Gandiva-like",
-          "themis": "Themis-like", "dally": "Dally (auto-tuned)", "dally_fixed": "Dally (fixed timers)"}
+          "themis": "Themis-like", "dally": "Dally (auto-tuned)", "dally_fixed": "Dally (fixed timers)",
+          "dally_no_migration": "Dally without re-placement"}
 
 PRESETS = {
     "smoke": dict(
         traces=["tiresias_60"], main_trace="tiresias_60", sweep_trace="tiresias_60", sweep_jobs=60, load=0.9,
         contention=1.0, congestion=[1.0, 4.0], sensitive_shares=[0.0, 1.0], load_factors=[0.8, 1.2],
-        fixed_timers=[[1, 2], [6, 12]], histories=[10, 20], history=20, checkpoint_leases=0.05,
+        fixed_timers=[[1, 2], [6, 12], [12, 24]], timer_traces=["tiresias_60"], histories=[10, 20], history=20,
+        checkpoint_leases=0.05,
         lease_share=0.05, las_threshold_leases=6.0, speed_jobs=[60, 200], speed_policies=["fifo", "dally"],
         workers=1,
     ),
@@ -53,7 +58,9 @@ PRESETS = {
                 "gavel_all"],
         main_trace="philly_gavelgen_5000", sweep_trace="philly_gavelgen_5000", sweep_jobs=2000, load=0.9,
         contention=1.0, congestion=[1.0, 2.0, 4.0], sensitive_shares=[0.0, 0.25, 0.5, 0.75, 1.0],
-        load_factors=[0.6, 0.8, 1.0, 1.2, 1.5], fixed_timers=[[0, 0], [1, 2], [3, 6], [6, 12], [12, 24]],
+        load_factors=[0.6, 0.8, 1.0, 1.2, 1.5],
+        fixed_timers=[[0, 0], [1, 2], [3, 6], [6, 12], [12, 24], [24, 48], [48, 96]],
+        timer_traces=["philly_gavelgen_5000", "yarn_1000", "alibaba_openb"],
         histories=[5, 10, 20, 40], history=20, checkpoint_leases=0.05, lease_share=0.05, las_threshold_leases=6.0,
         speed_jobs=[1_000, 3_000, 10_000, 30_000, 100_000], speed_policies=["fifo", "tiresias", "dally"], workers=2,
     ),
@@ -62,12 +69,35 @@ PRESETS = {
                 "yarn_10000", "alibaba_openb", "gavel_all"], main_trace="philly_gavelgen_10000",
         sweep_trace="philly_gavelgen_10000", sweep_jobs=10_000, load=0.9, contention=1.0,
         congestion=[1.0, 2.0, 4.0], sensitive_shares=[0.0, 0.25, 0.5, 0.75, 1.0],
-        load_factors=[0.6, 0.8, 1.0, 1.2, 1.5], fixed_timers=[[0, 0], [1, 2], [3, 6], [6, 12], [12, 24]],
+        load_factors=[0.6, 0.8, 1.0, 1.2, 1.5],
+        fixed_timers=[[0, 0], [1, 2], [3, 6], [6, 12], [12, 24], [24, 48], [48, 96]],
+        timer_traces=["philly_gavelgen_10000", "yarn_1000", "yarn_10000", "alibaba_openb", "tiresias_60"],
         histories=[5, 10, 20, 40], history=20, checkpoint_leases=0.05, lease_share=0.05, las_threshold_leases=6.0,
         speed_jobs=[1_000, 10_000, 100_000], speed_policies=list(POLICIES), workers=0,
     ),
 }
 
+
+CLAIMS = (
+    Claim("C1", "Dally lowers the makespan against the consolidation baseline (Tiresias) on the traces",
+          where="Abstract, Sec. 6", paper_value=0.69, unit="makespan gain, 1 - Dally / Tiresias", rule=above(0.0),
+          over="every trace of `traces`", min_share=2 / 3, near=0.25, up_to=True),
+    Claim("C2", "Dally lowers the average JCT against the consolidation baseline (Tiresias) on the traces",
+          where="Abstract, Sec. 6", paper_value=0.83, unit="average-JCT gain, 1 - Dally / Tiresias", rule=above(0.0),
+          over="every trace of `traces`", min_share=2 / 3, near=0.25, up_to=True),
+    Claim("C3", "Under congestion Dally cuts communication overhead sharply (the paper: up to 98 %; the rule asks "
+          "for at least half) against consolidation baselines", where="Abstract, Sec. 6", paper_value=0.98,
+          unit="communication-hours cut, 1 - Dally / baseline", rule=at_least(0.5),
+          over="each contended level of `congestion` (> 1x) against Tiresias and FIFO, on the sweep trace",
+          min_share=2 / 3, near=0.1, up_to=True),
+    Claim("C4", "The auto-tuner is about as good as the best fixed delay timers, without hand tuning (within 5 %)",
+          where="Sec. 4.3, 6", paper_value=1.0, unit="average JCT, auto-tuned / best fixed pair of the grid",
+          rule=at_most(1.05), over="every trace of `timer_traces`, on the grid `fixed_timers`", min_share=2 / 3),
+)
+
+#: Bumped whenever the simulator or a policy changes what a simulation returns, so no cached table outlives it
+#: (2: a job that has not run bids 0 in Dally's auction, as in the authors' simulator).
+SIMULATION_VERSION = 2
 
 #: The knobs every simulation reads: the cluster's sizing, the lease, checkpoints, Tiresias' threshold, the
 #: auto-tuner's window. ``workers`` only says where they run.
@@ -167,7 +197,8 @@ def trace_comparison(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
         per_job = pd.concat([r.pop("per_job").assign(policy=r["policy"]) for r in rows if "per_job" in r])
         return normalised(pd.DataFrame(rows), ["trace"]), per_job
 
-    return cached("trace_comparison", settings, compute, knobs=SIMULATION_KNOBS + ("traces", "main_trace"))
+    return cached("trace_comparison", settings, compute, knobs=SIMULATION_KNOBS + ("traces", "main_trace"),
+                  version=SIMULATION_VERSION)
 
 
 def utilisation_curves(settings, policies=("fifo", BASELINE, "dally"), points: int = 400) -> pd.DataFrame:
@@ -186,34 +217,41 @@ def utilisation_curves(settings, policies=("fifo", BASELINE, "dally"), points: i
         return pd.concat(frames, ignore_index=True)
 
     return cached(f"utilisation_curves_{'_'.join(policies)}_{points}", settings, compute,
-                  knobs=SIMULATION_KNOBS + ("main_trace",))
+                  knobs=SIMULATION_KNOBS + ("main_trace",), version=SIMULATION_VERSION)
 
 
 SWEEPS = {"sensitive_share": "sensitive_shares", "contention": "congestion", "load_factor": "load_factors"}
+#: The policies each sweep compares: FIFO, Tiresias and Dally, and under congestion also Dally without
+#: re-placement, to attribute claim C3's cut.
+SWEEP_POLICIES = {"contention": ("fifo", BASELINE, "dally", "dally_no_migration")}
 
 
-def sweep(settings, knob: str, policies=("fifo", BASELINE, "dally")) -> pd.DataFrame:
+def sweep(settings, knob: str, policies: tuple[str, ...] | None = None) -> pd.DataFrame:
     """The sweep trace under ``policies`` at each value of ``knob``: ``sensitive_share``, ``contention``,
-    ``load_factor`` (the preset's lists), ``timers`` (Dally with each fixed pair and auto-tuned) or
-    ``history`` (the auto-tuner's window). Cached as ``sweep_<knob>_<policies>``."""
+    ``load_factor`` (the preset's lists), ``timers`` (Dally with each fixed pair, auto-tuned, and Tiresias, on
+    each of ``timer_traces``) or ``history`` (the auto-tuner's window). Cached as ``sweep_<knob>_<policies>``."""
+    policies = policies or SWEEP_POLICIES.get(knob, ("fifo", BASELINE, "dally"))
     base = {"trace": settings.sweep_trace}
     jobs = {"jobs": settings.sweep_jobs}
     if knob in SWEEPS:
         tasks = [(settings, dict(base, **{knob: v}), p, dict(jobs, **{knob: v}), False)
                  for v in getattr(settings, SWEEPS[knob]) for p in policies]
     elif knob == "timers":
-        tasks = [(settings, dict(base, rack_wait=r, network_wait=n, timers=f"({r}, {n})"), "dally_fixed", jobs, False)
-                 for r, n in settings.fixed_timers]
-        tasks += [(settings, dict(base, timers="auto-tuned"), "dally", jobs, False),
-                  (settings, dict(base, timers="no delay: Tiresias"), BASELINE, jobs, False)]
+        tasks = []
+        for name in settings.timer_traces:
+            on = {"trace": name}
+            tasks += [(settings, dict(on, rack_wait=r, network_wait=n, timers=f"({r}, {n})"), "dally_fixed", jobs,
+                       False) for r, n in settings.fixed_timers]
+            tasks += [(settings, dict(on, timers="auto-tuned"), "dally", jobs, False),
+                      (settings, dict(on, timers="no delay: Tiresias"), BASELINE, jobs, False)]
     elif knob == "history":
         tasks = [(settings, dict(base, history=h), "dally", jobs, False) for h in settings.histories]
     else:
         raise ValueError(f"knob must be one of {sorted(SWEEPS) + ['timers', 'history']}, got {knob!r}")
-    swept = {"timers": "fixed_timers", "history": "histories"}.get(knob, SWEEPS.get(knob))
+    swept = {"timers": ("fixed_timers", "timer_traces"), "history": ("histories",)}.get(knob, (SWEEPS.get(knob),))
     return cached(f"sweep_{knob}_{'_'.join(policies)}", settings,
                   lambda: pd.DataFrame(_simulate_all(settings, tasks, f"sweep {knob}")),
-                  knobs=SIMULATION_KNOBS + ("sweep_trace", "sweep_jobs", swept))
+                  knobs=SIMULATION_KNOBS + ("sweep_trace", "sweep_jobs") + swept, version=SIMULATION_VERSION)
 
 
 def tiled(trace: Trace, jobs: int) -> Trace:
@@ -258,6 +296,45 @@ def no_better_on(gains: pd.Series, threshold: float = 0.0) -> str:
     """The names (index) where ``gains`` is at most ``threshold``, comma-separated, or "none"."""
     worse = gains[gains <= threshold]
     return ", ".join(worse.index) if len(worse) else "none"
+
+
+def gain_over_traces(table: pd.DataFrame, metric: str) -> Measurement:
+    """Claims C1 (``makespan_s``) and C2 (``jct_mean_s``): Dally's gain over Tiresias, ``1 - Dally / Tiresias``,
+    on every trace; judged by the share of traces and the median, never the best trace."""
+    gains = improvement(table, metric)
+    return across(gains, note=f"best on {gains.idxmax()} ({gains.max():+.0%}); no better on: {no_better_on(gains)}")
+
+
+def communication_cut(congestion: pd.DataFrame, baselines=(BASELINE, "fifo")) -> Measurement:
+    """Claim C3: Dally's cut of communication hours, ``1 - Dally / baseline``, against each consolidation
+    baseline at each contended level (contention > 1) of the congestion sweep. The note gives the same cut for
+    Dally without re-placement (``dally_no_migration``), which attributes the effect."""
+    contended = congestion[congestion.contention > 1]
+    if contended.empty:
+        return not_testable("the congestion sweep has no contended level (contention > 1)")
+    hours = contended.pivot_table(index="contention", columns="policy", values="comm_hours")
+    cuts = {f"vs {base}, {level:g}x": 1 - hours.loc[level, "dally"] / hours.loc[level, base]
+            for base in baselines for level in hours.index}
+    note = ""
+    if "dally_no_migration" in hours:
+        ablation = 1 - hours["dally_no_migration"] / hours[BASELINE]
+        note = "without re-placement, vs Tiresias: " + ", ".join(f"{v:+.0%} at {k:g}x" for k, v in ablation.items())
+    return across(cuts, note=note)
+
+
+def autotuner_vs_best_fixed(timers: pd.DataFrame) -> Measurement:
+    """Claim C4: on each trace, auto-tuned Dally's average JCT over the best fixed timer pair's. The note names
+    each trace's best pair and says whether the grid brackets it (a best pair at the grid's edge is not an
+    optimum, only the best of what was tried)."""
+    ratios, where = {}, []
+    for trace, runs in timers.groupby("trace", sort=False):
+        fixed = runs[runs.policy == "dally_fixed"].reset_index(drop=True)
+        best = int(fixed.jct_mean_s.idxmin())
+        auto = float(runs[runs.policy == "dally"].jct_mean_s.iloc[0])
+        ratios[trace] = auto / float(fixed.jct_mean_s.iloc[best])
+        edge = best in (0, len(fixed) - 1)
+        where.append(f"{trace}: {fixed.timers.iloc[best]}{' (grid edge)' if edge else ''}")
+    return across(ratios, note="best fixed pair: " + "; ".join(where))
 
 
 def slowdown_table(compute: float = 0.3) -> pd.DataFrame:

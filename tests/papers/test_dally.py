@@ -1,0 +1,75 @@
+"""Dally's claim measurements on hand-made tables: where each claim must hold and where it must fail."""
+
+import pandas as pd
+import pytest
+
+from mlsysrepro.core.claims import verdict
+from mlsysrepro.papers import dally
+
+CLAIMS = {claim.id: claim for claim in dally.CLAIMS}
+
+
+def trace_table(dally_over_tiresias: dict[str, float]) -> pd.DataFrame:
+    rows = []
+    for trace, ratio in dally_over_tiresias.items():
+        rows += [dict(trace=trace, policy="tiresias", makespan_s=100.0, jct_mean_s=50.0),
+                 dict(trace=trace, policy="dally", makespan_s=100.0 * ratio, jct_mean_s=50.0 * ratio)]
+    return pd.DataFrame(rows)
+
+
+def test_c1_c2_hold_when_dally_wins_on_most_traces():
+    table = trace_table({f"t{i}": 0.8 + 0.01 * i for i in range(10)} | {"bad": 1.5})
+    for claim, metric in (("C1", "makespan_s"), ("C2", "jct_mean_s")):
+        measured = dally.gain_over_traces(table, metric)
+        assert verdict(CLAIMS[claim], measured)[0] == "holds"
+        assert "no better on: bad" in measured.note
+
+
+def test_c1_fails_when_only_the_best_trace_wins():
+    """The old rule (best of the traces > 0) would have said yes here."""
+    table = trace_table({f"t{i}": 1.2 for i in range(15)} | {"best": 0.31})
+    measured = dally.gain_over_traces(table, "makespan_s")
+    assert verdict(CLAIMS["C1"], measured)[0] == "fails"
+    assert "best on best (+69%)" in measured.note
+
+
+def congestion(dally_hours: float, fifo_hours=10.0, tiresias_hours=10.0) -> pd.DataFrame:
+    rows = []
+    for level in (1.0, 2.0, 4.0):
+        rows += [dict(contention=level, policy="fifo", comm_hours=fifo_hours),
+                 dict(contention=level, policy="tiresias", comm_hours=tiresias_hours),
+                 dict(contention=level, policy="dally", comm_hours=dally_hours),
+                 dict(contention=level, policy="dally_no_migration", comm_hours=dally_hours * 1.5)]
+    return pd.DataFrame(rows)
+
+
+def test_c3_judges_every_contended_level_against_both_baselines():
+    sharp = dally.communication_cut(congestion(2.0))
+    assert sorted(sharp.per_setting) == ["vs fifo, 2x", "vs fifo, 4x", "vs tiresias, 2x", "vs tiresias, 4x"]
+    assert verdict(CLAIMS["C3"], sharp)[0] == "holds"
+    assert "without re-placement, vs Tiresias: +70% at 2x, +70% at 4x" in sharp.note
+    assert verdict(CLAIMS["C3"], dally.communication_cut(congestion(8.0)))[0] == "fails"  # a 20 % cut
+    assert verdict(CLAIMS["C3"], dally.communication_cut(congestion(2.0, fifo_hours=3.0)))[0] != "holds"
+
+
+def test_c3_is_not_testable_without_congestion():
+    table = congestion(2.0)
+    assert verdict(CLAIMS["C3"], dally.communication_cut(table[table.contention == 1.0]))[0] == "not testable here"
+
+
+def timer_table(auto_jct: float, fixed_jct: list[float], traces=("a", "b", "c", "d", "e", "f")) -> pd.DataFrame:
+    pairs = ["(0, 0)", "(6, 12)", "(12, 24)"]
+    rows = []
+    for trace in traces:
+        rows += [dict(trace=trace, policy="dally_fixed", timers=p, jct_mean_s=j) for p, j in zip(pairs, fixed_jct)]
+        rows += [dict(trace=trace, policy="dally", timers="auto-tuned", jct_mean_s=auto_jct)]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("auto, expected", [(101.0, "holds"), (130.0, "fails")])
+def test_c4_compares_with_the_best_fixed_pair_and_says_whether_the_grid_brackets_it(auto, expected):
+    measured = dally.autotuner_vs_best_fixed(timer_table(auto, [120.0, 100.0, 110.0]))
+    assert verdict(CLAIMS["C4"], measured)[0] == expected
+    assert "a: (6, 12);" in measured.note and "grid edge" not in measured.note
+    edge = dally.autotuner_vs_best_fixed(timer_table(auto, [120.0, 110.0, 100.0]))
+    assert "a: (12, 24) (grid edge)" in edge.note
