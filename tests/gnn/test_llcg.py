@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from mlsysrepro.gnn.llcg import (LLCGConfig, Machine, Server, flatten, make_model, run_serial, state_bytes,
-                                 unflatten, weighted_average)
+from mlsysrepro.gnn.llcg import (LLCGConfig, Machine, Server, bytes_per_round, flatten, make_model, run_serial,
+                                 state_bytes, unflatten, weighted_average)
 from mlsysrepro.gnn.partition import partition_graph
 from mlsysrepro.gnn.samplers import FullNeighborhood
 from mlsysrepro.gnn.training import weighted_loss
@@ -91,6 +91,17 @@ def test_ggs_counts_remote_features_and_random_parts_fetch_more():
     assert fetched["metis"] > 0
     assert fetched["random"] > fetched["metis"]
     assert fetched["random"] % (data.x.shape[1] * 4) == 0  # whole feature rows
+
+
+def test_bytes_per_round_counts_the_first_round_without_training():
+    data = toy_data(120, 500, seed=6)
+    parting = partition_graph(data, 4, "random", seed=0)
+    for method in ("ggs", "llcg"):
+        cfg = LLCGConfig(method=method, **SMALL)
+        first = run_serial(data, parting, cfg, seed=3)[0].iloc[1]
+        assert bytes_per_round(data, parting, cfg, seed=3) == {"model_bytes": first.model_bytes,
+                                                               "feature_bytes": first.feature_bytes}
+    assert bytes_per_round(data, parting, LLCGConfig(method="ggs", **SMALL))["feature_bytes"] > 0
 
 
 def test_llcg_without_correction_steps_is_psgd_pa_and_runs_repeat():

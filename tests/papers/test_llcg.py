@@ -35,6 +35,72 @@ def test_table1_averages_seeds_and_megabytes_skip_the_initial_round():
     assert table.loc[("gcn", "LLCG"), "MB per round"] == pytest.approx(2.0)
 
 
+CLAIMS = {claim.id: claim for claim in llcg.CLAIMS}
+
+
+def gap_table(psgd: list[float], llcg_gaps: list[float], ggs: list[float]) -> pd.DataFrame:
+    index = pd.MultiIndex.from_product([[f"g{i}" for i in range(len(psgd) // 2)], ["metis", "random"]],
+                                       names=["graph", "partition"])
+    return pd.DataFrame({"PSGD-PA": psgd, "LLCG": llcg_gaps, "GGS": ggs}, index=index)
+
+
+def test_gap_claims_hold_as_in_the_paper_and_fail_when_the_baseline_passes_too():
+    from mlsysrepro.core.claims import verdict
+
+    paper_like = gap_table([0.05, 0.08] * 5, [0.0, 0.002] * 5, [0.001, 0.003] * 5)
+    assert verdict(CLAIMS["C1"], llcg.gap_claim(paper_like, "PSGD-PA", baseline="LLCG"))[0] == "holds"
+    assert verdict(CLAIMS["C2"], llcg.gap_claim(paper_like, "LLCG", baseline="PSGD-PA"))[0] == "holds"
+    assert verdict(CLAIMS["C9"], llcg.gap_claim(paper_like, "GGS", baseline="PSGD-PA"))[0] == "holds"
+    no_gap = gap_table([0.0, 0.002] * 5, [0.0, 0.002] * 5, [0.0, 0.0] * 5)  # PSGD-PA reaches the single machine too
+    assert verdict(CLAIMS["C1"], llcg.gap_claim(no_gap, "PSGD-PA", baseline="LLCG"))[0] == "fails"
+    result, why = verdict(CLAIMS["C2"], llcg.gap_claim(no_gap, "LLCG", baseline="PSGD-PA"))
+    assert result == "fails" and "baseline" in why
+
+
+def test_cut_effect_compares_random_with_metis_per_graph():
+    from mlsysrepro.core.claims import verdict
+
+    grows = llcg.cut_effect(gap_table([0.01, 0.05] * 5, [0.0] * 10, [0.0] * 10))
+    assert grows.per_setting == {f"g{i}": pytest.approx(0.04) for i in range(5)}
+    assert verdict(CLAIMS["C7"], grows)[0] == "holds"
+    assert verdict(CLAIMS["C7"], llcg.cut_effect(gap_table([0.05, 0.01] * 5, [0.0] * 10, [0.0] * 10)))[0] == "fails"
+
+
+def test_correction_parity_reads_the_sampled_and_full_rows_and_needs_the_correction_to_matter():
+    """The old C6 subtracted the first two rows of the sorted index: full neighbours minus the single machine."""
+    from mlsysrepro.core.claims import verdict
+
+    correction = pd.Series({"full neighbours": 0.80, "none (single machine)": 0.95, "sampled (10 per layer)": 0.805})
+    measured = llcg.correction_parity(correction, uncorrected=0.70)
+    assert measured.value == pytest.approx(0.005)
+    assert verdict(CLAIMS["C6"], measured)[0] == "holds"
+    no_effect = llcg.correction_parity(correction, uncorrected=0.80)  # the correction does not matter
+    assert verdict(CLAIMS["C6"], no_effect)[0] == "not testable here"
+    far = pd.Series({"full neighbours": 0.90, "none (single machine)": 0.95, "sampled (10 per layer)": 0.80})
+    assert verdict(CLAIMS["C6"], llcg.correction_parity(far, uncorrected=0.70))[0] == "fails"
+
+
+def test_counted_bytes_ratio_and_ggs_ratio():
+    from mlsysrepro.core.claims import verdict
+
+    logs = pd.concat([log("g", "metis", "LLCG", [0.1, 0.2, 0.3], model_bytes=0).assign(engine="distributed",
+                                                                                    model_bytes=[0, 8, 8]),
+                      log("g", "metis", "PSGD-PA", [0.1, 0.2, 0.3]).assign(engine="distributed", model_bytes=[0, 8, 8]),
+                      log("g", "metis", "LLCG", [0.1, 0.2, 0.3]).assign(engine="serial", model_bytes=[0, 1, 1])])
+    assert verdict(CLAIMS["C3"], llcg.counted_bytes_ratio(logs))[0] == "holds"
+    logs.loc[(logs.method == "LLCG") & (logs.engine == "distributed"), "model_bytes"] = [0, 16, 16]
+    assert verdict(CLAIMS["C3"], llcg.counted_bytes_ratio(logs))[0] == "fails"
+    paper = pd.DataFrame([dict(graph=g, partition=p, method=m, bytes=b)
+                          for g in ("a", "b", "c") for p in ("metis", "random")
+                          for m, b in (("GGS", 5e8), ("LLCG", 1e6))])
+    trained = pd.concat([log(g, p, m, [0.0, 0.1], model_bytes=b) for g in ("a", "b", "c") for p in ("metis", "random")
+                         for m, b in (("GGS", 1e7), ("LLCG", 1e6))])
+    measured = llcg.ggs_over_llcg(paper, trained)
+    assert measured.value == pytest.approx(500.0) and "a, metis 10" in measured.note
+    assert verdict(CLAIMS["C4"], measured)[0] == "holds"
+    assert verdict(CLAIMS["C4"], llcg.ggs_over_llcg(paper.assign(bytes=1e6), trained))[0] == "fails"
+
+
 def test_runs_reject_an_unknown_engine():
     settings = resolve("llcg", llcg.PRESETS, {"scale": "smoke", "engine": "mpi"})
     with pytest.raises(ValueError, match=r"parameter 'engine' must be one of \['serial', 'distributed'\]"):

@@ -239,6 +239,23 @@ def build_machines(data: GraphData, partitioning: Partitioning, cfg: LLCGConfig,
     return [Machine(local, local.train_idx, cfg, cfg.batch_size, None, seed) for local in partitioning.local]
 
 
+def bytes_per_round(data: GraphData, partitioning: Partitioning, cfg: LLCGConfig, seed: int = 0) -> dict[str, int]:
+    """What one round of ``cfg.method`` sends, counted without training: the model down to and up from every
+    machine, and for GGS the remote features its first round's mini-batches read on every machine (drawn from
+    the same seeds as :func:`run_serial`'s round 1). Bytes depend on the samplers and the model's size only,
+    so a paper-sized configuration is counted in seconds."""
+    machines = build_machines(data, partitioning, cfg, seed)
+    model = 0 if cfg.method == "single" else 2 * len(machines) * state_bytes(machines[0].model.state_dict())
+    features = 0
+    for p, machine in enumerate(machines):
+        if machine.remote is None or machine.sampler is None:
+            continue
+        generator = torch.Generator().manual_seed(round_seed(seed, 1, p))
+        batches = (machine.sampler.sample(generator) for _ in range(cfg.steps_in_round(0)))
+        features += sum(machine.remote_inputs(batch) for batch in batches) * machine.feature_bytes
+    return {"model_bytes": model, "feature_bytes": features}
+
+
 def average_weights(partitioning: Partitioning, cfg: LLCGConfig) -> torch.Tensor:
     """Each machine's training-set size (the single machine: 1)."""
     return torch.ones(1) if cfg.method == "single" else partitioning.train_sizes()

@@ -13,7 +13,12 @@ it; new runs go to a :class:`mlsysrepro.core.tasks.TaskRunner`, two or more at o
 - :func:`correction_neighbourhood` — Fig. 6: server correction with sampled or full neighbours;
 - :func:`fanout_by_server_steps` — Fig. 7: local neighbour sampling x correction steps S;
 - :func:`growing_local_steps` — appendix: PSGD-PA with K growing as rho^r against LLCG;
-- :func:`engines` — the same LLCG run on the serial and the distributed engine.
+- :func:`engines` — the same LLCG run on the serial and the distributed engine, and PSGD-PA on the distributed one;
+- :func:`paper_setting_bytes` — GGS's and LLCG's bytes per round at the paper's K, batch, fan-out and model, counted
+  without training;
+- :data:`CLAIMS`, declared before the run, and the measurements the notebook judges them by
+  (:func:`gap_claim`, :func:`counted_bytes_ratio`, :func:`ggs_over_llcg`, :func:`local_steps_gap`,
+  :func:`correction_parity`, :func:`cut_effect`, :func:`model_margins`, :func:`engines_agree`).
 
 A run's score is the mean over its last ``tail`` rounds (validation: figures and claims;
 test: Table 1), which damps the round-to-round noise of a small validation set.
@@ -27,9 +32,10 @@ import pandas as pd
 import torch
 
 from ..core.cache import cached
+from ..core.claims import Claim, Measurement, above, across, at_least, at_most, within
 from ..core.tasks import TaskRunner
 from ..gnn.datasets import GraphData, contextual_sbm, load_graph
-from ..gnn.llcg import LLCGConfig, run_serial
+from ..gnn.llcg import LLCGConfig, bytes_per_round, run_serial
 from ..gnn.llcg_dist import ENGINE_METHODS, run_distributed
 from ..gnn.partition import partition_graph
 
@@ -46,14 +52,14 @@ PRESETS = {
         hidden=16, tail=2, seeds=1, csbm_nodes=2_000, fig2_graph="cora", table1_graph="cora", table1_rounds=3,
         table1_models=["gcn", "gat", "appnp"], fig5_graph="cora", fig5_local_steps=[1, 4], fig7_graph="cora",
         fig7_fanouts=[2, 0], fig7_server_steps=[1, 2], rho=1.5, engine_graph="cora", engine_parts=2, engine_rounds=2,
-        tolerance=0.01, engine="serial", batch_size=64, server_batch=256, num_layers=2,
+        engine="serial", batch_size=64, server_batch=256, num_layers=2,
     ),
     "default": dict(
         graphs=["cora", "citeseer", "tolokers", "csbm"], partitions=["metis", "random"], parts=8, rounds=30,
         local_steps=8, server_steps=2, hidden=64, tail=5, seeds=3, csbm_nodes=10_000, fig2_graph="tolokers",
         table1_graph="tolokers", table1_rounds=20, table1_models=["gcn", "gat", "appnp"], fig5_graph="tolokers",
         fig5_local_steps=[1, 4, 16, 64], fig7_graph="tolokers", fig7_fanouts=[2, 5, 0], fig7_server_steps=[1, 2, 4],
-        rho=1.1, engine_graph="tolokers", engine_parts=4, engine_rounds=10, tolerance=0.01, engine="serial",
+        rho=1.1, engine_graph="tolokers", engine_parts=4, engine_rounds=10, engine="serial",
         batch_size=64, server_batch=256, num_layers=2,
     ),
     "paper": dict(
@@ -61,7 +67,7 @@ PRESETS = {
         server_steps=1, hidden=256, tail=5, seeds=5, csbm_nodes=1_000_000, fig2_graph="reddit",
         table1_graph="reddit", table1_rounds=75, table1_models=["sage", "gat", "appnp"], fig5_graph="reddit",
         fig5_local_steps=[1, 4, 16, 64, 128], fig7_graph="reddit", fig7_fanouts=[1, 2, 0],
-        fig7_server_steps=[1, 2, 4], rho=1.1, engine_graph="reddit", engine_parts=8, engine_rounds=75, tolerance=0.01,
+        fig7_server_steps=[1, 2, 4], rho=1.1, engine_graph="reddit", engine_parts=8, engine_rounds=75,
         engine="distributed", batch_size=256, server_batch=2048, num_layers=3,
     ),
 }
@@ -86,8 +92,54 @@ PAPER_TABLE1 = pd.DataFrame(
 )
 
 
+#: How close two final validation scores (0-1) must be to count as the same: one point of score. The paper reads
+#: LLCG within 0.1 points of GGS on Reddit (Table 1) and calls the 23.6-point PSGD-PA gap a plateau.
+TOLERANCE = 0.01
+#: The paper's Table 1 in our units: score gaps as fractions, GGS's bytes over LLCG's (the smallest of its rows).
+PAPER_PSGD_GAP = (94.77 - 71.17) / 100
+PAPER_LLCG_GAP = (94.77 - 94.67) / 100
+PAPER_GGS_OVER_LLCG = float((PAPER_TABLE1.query("method == 'GGS'")["GCN/SAGE MB"].to_numpy()
+                             / PAPER_TABLE1.query("method == 'LLCG'")["GCN/SAGE MB"].to_numpy()).min())
+FIG4 = "every graph of `graphs` x partition of `partitions` (Fig. 4)"
+
+CLAIMS = (
+    Claim("C1", "PSGD-PA plateaus below the single machine", where="Fig. 2, Fig. 4, Table 1",
+          paper_value=PAPER_PSGD_GAP, unit="single machine minus PSGD-PA, final validation score (0-1)",
+          rule=at_least(TOLERANCE), over=FIG4 + "; LLCG must fail the same rule", min_share=2 / 3),
+    Claim("C2", "LLCG reaches the single machine's score", where="Fig. 4, Table 1", paper_value=PAPER_LLCG_GAP,
+          unit="single machine minus LLCG, final validation score (0-1)", rule=at_most(TOLERANCE),
+          over=FIG4 + "; PSGD-PA must fail the same rule", min_share=2 / 3),
+    Claim("C3", "LLCG communicates as much per round as PSGD-PA (its correction runs on the server)",
+          where="Table 1", paper_value=1.0, unit="bytes per round counted by the torch.distributed engine, LLCG / "
+          "PSGD-PA", rule=within(0.999, 1.001), over="`engine_graph` with `engine_parts` machines"),
+    Claim("C4", "GGS sends orders of magnitude more bytes per round than LLCG", where="Fig. 2, Table 1",
+          paper_value=PAPER_GGS_OVER_LLCG, unit="GGS / LLCG bytes per round", rule=at_least(100.0),
+          over="every graph of `graphs` x partition, at the paper's K, batch, fan-out, layers and width",
+          min_share=2 / 3, near=0.5),
+    Claim("C5", "More local steps alone do not remove PSGD-PA's gap", where="Appendix (PSGD-PA, exponential K), Fig. 5",
+          paper_value="gap stays on Arxiv and Reddit", unit="single machine minus PSGD-PA's best, final validation "
+          "score (0-1)", rule=at_least(TOLERANCE), over="`fig2_graph`: K growing as rho^r and every K of Fig. 5"),
+    Claim("C6", "Correction with sampled neighbours matches correction with full neighbours", where="Fig. 6",
+          paper_value="same final accuracy", unit="|sampled - full correction|, final validation score (0-1)",
+          rule=at_most(TOLERANCE), over="`fig2_graph`; no correction (PSGD-PA) must fail the same rule", parity=True),
+    Claim("C7", "PSGD-PA's gap grows where the partition cuts more edges (random vs METIS)", where="Sec. 3, Fig. 4",
+          paper_value="residual error grows with the cut (kappa, sigma_bias)",
+          unit="PSGD-PA's gap under random parts minus under METIS (0-1)", rule=above(0.0),
+          over="every graph of `graphs`", min_share=2 / 3),
+    Claim("C8", "LLCG scores at least as well as PSGD-PA for every model", where="Table 1",
+          paper_value="LLCG > PSGD-PA in all 12 cells", unit="LLCG minus PSGD-PA test score (points), mean of seeds",
+          rule=at_least(0.0), over="every model of `table1_models` on `table1_graph`", min_share=1.0),
+    Claim("C9", "GGS (global sampling) reaches the single machine's score", where="Fig. 2", paper_value=0.0,
+          unit="single machine minus GGS, final validation score (0-1)", rule=at_most(TOLERANCE),
+          over=FIG4, min_share=2 / 3),
+    Claim("K1", "The distributed engine computes the serial engine's model", where="this reproduction",
+          paper_value=0.0, unit="largest absolute parameter difference after the run", rule=at_most(1e-5),
+          over="`engine_graph`, LLCG, `engine_rounds` rounds", consistency=True),
+)
+
+
 #: The knobs every run reads (besides its figure's own): the graph generator, the machines, the engine and the
-#: training configuration of :func:`base_config`. ``tail`` and ``tolerance`` only summarise runs.
+#: training configuration of :func:`base_config`. ``tail`` only summarises runs.
 RUN_KNOBS = ("csbm_nodes", "parts", "engine", "rounds", "local_steps", "server_steps", "hidden", "batch_size",
              "server_batch", "num_layers")
 
@@ -239,17 +291,38 @@ def growing_local_steps(runs: Runs) -> pd.DataFrame:
 
 
 def engines(runs: Runs, timeout: float = 600.0) -> tuple[pd.DataFrame, float]:
-    """One LLCG run on both engines (``engine_parts`` machines); returns both logs and the largest
-    parameter difference between their final models."""
+    """One LLCG run on both engines (``engine_parts`` machines) and one PSGD-PA run on the distributed engine;
+    returns the logs (columns ``engine`` and ``method``; the distributed engine counts the bytes its ranks send)
+    and the largest parameter difference between the two LLCG runs' final models."""
     s = runs.settings
     data = runs.graph(s.engine_graph)
     parting = runs.partitioning(s.engine_graph, "metis", s.engine_parts)
     cfg = base_config(s, "llcg", rounds=s.engine_rounds)
     serial_log, serial_state = run_serial(data, parting, cfg, s.seed, desc="serial engine")
     dist_log, dist_state = run_distributed(data, parting, cfg, s.seed, timeout=timeout)
+    psgd_log, _ = run_distributed(data, parting, replace(cfg, method="psgd_pa"), s.seed, timeout=timeout)
     gap = max(float((serial_state[k] - dist_state[k]).abs().max()) for k in serial_state)
-    logs = pd.concat([serial_log.assign(engine="serial"), dist_log.assign(engine="distributed")])
+    logs = pd.concat([serial_log.assign(engine="serial", method="LLCG"),
+                      dist_log.assign(engine="distributed", method="LLCG"),
+                      psgd_log.assign(engine="distributed", method="PSGD-PA")], ignore_index=True)
     return logs, gap
+
+
+def paper_setting_bytes(runs: Runs) -> pd.DataFrame:
+    """GGS's and LLCG's bytes per round on every Fig. 4 graph and partition, with the ``paper`` preset's local
+    steps, batch, fan-out, layers and width (:func:`mlsysrepro.gnn.llcg.bytes_per_round`: nothing is trained)."""
+    s, paper = runs.settings, PRESETS["paper"]
+    sized = dict(local_steps=paper["local_steps"], batch_size=paper["batch_size"], hidden=paper["hidden"],
+                 num_layers=paper["num_layers"])
+    rows = []
+    for graph in s.graphs:
+        for partition in s.partitions:
+            parting = runs.partitioning(graph, partition)
+            for method in ("ggs", "llcg"):
+                counted = bytes_per_round(runs.graph(graph), parting, base_config(s, method, **sized), s.seed)
+                rows.append(dict(graph=graph, partition=partition, method=LABELS[method], **counted,
+                                 bytes=sum(counted.values())))
+    return pd.DataFrame(rows)
 
 
 #: The paper's training configuration (the ``paper`` preset's), set beside a run's by
@@ -293,3 +366,71 @@ def table1(frame: pd.DataFrame, tail: int) -> pd.DataFrame:
     table = per_seed.groupby(["model", "method"]).agg(["mean", "std"]).rename(columns=lambda c: f"score {c}")
     table["MB per round"] = mb_per_round(frame, ["model", "method"])
     return table
+
+
+# ---- the claims' measurements -------------------------------------------------------------------------
+
+def gap_claim(gap_table: pd.DataFrame, method: str, baseline: str | None = None) -> Measurement:
+    """Claims C1, C2, C9: ``method``'s gap to the single machine on every Fig. 4 setting (a :func:`gaps` table),
+    with ``baseline``'s gaps judged by the same rule (it must fail it)."""
+    def per_setting(name: str) -> dict:
+        return {f"{graph}, {partition}": gap for (graph, partition), gap in gap_table[name].items()}
+
+    base = None if baseline is None else across(per_setting(baseline), note=baseline)
+    measured = across(per_setting(method))
+    return Measurement(measured.value, measured.interval, measured.per_setting, base,
+                       note=f"baseline: {baseline}" if baseline else "")
+
+
+def counted_bytes_ratio(engine_logs: pd.DataFrame) -> Measurement:
+    """Claim C3: LLCG's bytes per round over PSGD-PA's, both as counted by the distributed engine's ranks."""
+    sent = engine_logs[(engine_logs.engine == "distributed") & (engine_logs["round"] > 0)]
+    per_round = sent.groupby("method")["model_bytes"].mean()
+    return Measurement(float(per_round["LLCG"] / per_round["PSGD-PA"]),
+                       note=f"{per_round['LLCG'] / 1e6:.3f} MB vs {per_round['PSGD-PA'] / 1e6:.3f} MB per round")
+
+
+def ggs_over_llcg(paper_bytes: pd.DataFrame, trained: pd.DataFrame) -> Measurement:
+    """Claim C4: GGS / LLCG bytes per round on every graph and partition at the paper's setting
+    (:func:`paper_setting_bytes`); the note gives the same ratio in the trained runs at our setting."""
+    counted = paper_bytes.pivot_table(index=["graph", "partition"], columns="method", values="bytes")
+    ratios = counted["GGS"] / counted["LLCG"]
+    ours = mb_per_round(trained[trained.partition != "none"], ["graph", "partition", "method"]).unstack("method")
+    ours = ours["GGS"] / ours["LLCG"]
+    return across({f"{g}, {p}": r for (g, p), r in ratios.items()},
+                  note="at our run's setting: " + ", ".join(f"{g}, {p} {r:.0f}" for (g, p), r in ours.items()))
+
+
+def local_steps_gap(single: float, growing: float, best_k: float) -> Measurement:
+    """Claim C5: the single machine's score minus the better of PSGD-PA with K growing as rho^r (``growing``)
+    and PSGD-PA's best K of Fig. 5 (``best_k``)."""
+    return Measurement(single - max(growing, best_k),
+                       note=f"K rho^r: gap {single - growing:.3f}; best K of Fig. 5: gap {single - best_k:.3f}")
+
+
+def correction_parity(correction: pd.Series, uncorrected: float) -> Measurement:
+    """Claim C6: |sampled - full-neighbour correction| (final scores of :func:`correction_neighbourhood`); the
+    baseline, |sampled correction - no correction (PSGD-PA)|, shows that the correction matters at all."""
+    sampled = float(correction[correction.index.str.startswith("sampled")].iloc[0])
+    full = float(correction["full neighbours"])
+    return Measurement(abs(sampled - full), baseline=Measurement(abs(sampled - uncorrected)),
+                       note=f"sampled {sampled:.4f}, full {full:.4f}, no correction (PSGD-PA) {uncorrected:.4f}")
+
+
+def cut_effect(gap_table: pd.DataFrame, method: str = "PSGD-PA") -> Measurement:
+    """Claim C7: per graph, ``method``'s gap under random parts minus under METIS (random cuts more edges)."""
+    by_partition = gap_table[method].unstack("partition")
+    return across(by_partition["random"] - by_partition["metis"],
+                  note="gap metis/random: " + ", ".join(f"{g} {r['metis']:.3f}/{r['random']:.3f}"
+                                                        for g, r in by_partition.iterrows()))
+
+
+def model_margins(table: pd.DataFrame) -> Measurement:
+    """Claim C8: per model, LLCG's mean test score minus PSGD-PA's (points; a :func:`table1` frame)."""
+    scores = table["score mean"].unstack("method")
+    return across(scores["LLCG"] - scores["PSGD-PA"])
+
+
+def engines_agree(gap: float) -> Measurement:
+    """Check K1: the largest parameter difference between the serial and the distributed engine's models."""
+    return Measurement(gap, note="after the run on real processes (gloo)")
