@@ -1,0 +1,55 @@
+"""The DDL-stall claims' measurements on hand-made frames: where each must hold, fail or be inconclusive."""
+
+import pandas as pd
+import pytest
+
+from mlsysrepro.core.claims import verdict
+from mlsysrepro.ddl.macro import fit_features
+from mlsysrepro.papers import ddl_stalls
+
+CLAIMS = {claim.id: claim for claim in ddl_stalls.CLAIMS}
+
+
+def stalls(top_share: float, noise: float) -> pd.DataFrame:
+    rows = [dict(model="m", configuration="p3.2xlarge", workers=1, RUN0=1.0, RUN1=1.0 + noise,
+                 interconnect_share=0.0, exposed_comm=0.0),
+            dict(model="m", configuration="p3.8xlarge", workers=4, RUN0=1.0, RUN1=1 / (1 - top_share),
+                 interconnect_share=top_share, exposed_comm=0.4),
+            dict(model="m", configuration="2xp3.8xlarge", workers=8, RUN0=1.0, RUN1=9.0,
+                 interconnect_share=0.95, exposed_comm=0.5)]  # two machines: not the interconnect's claim
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("share, noise, expected", [(0.7, 0.05, "holds"), (0.3, 0.05, "fails"),
+                                                    (0.497, 0.07, "inconclusive")])
+def test_interconnect_claim_carries_the_noise_floor_as_its_interval(share, noise, expected):
+    measured = ddl_stalls.interconnect_claim(stalls(share, noise))
+    assert measured.value == pytest.approx(share)
+    assert measured.interval == pytest.approx((share - noise, share + noise))
+    assert verdict(CLAIMS["C1"], measured)[0] == expected
+
+
+def network(slowdowns: dict[str, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([dict(pair=pair, model=f"m{i}", slowdown=s) for pair, values in slowdowns.items()
+                         for i, s in enumerate(values)])
+
+
+def test_network_claim_is_a_band_around_5x_on_every_pair():
+    near = ddl_stalls.network_claim(network({"p3": [1.2, 4.5], "p2": [1.1, 6.0]}))
+    assert near.per_setting == {"p2": 6.0, "p3": 4.5}
+    assert verdict(CLAIMS["C2"], near)[0] == "holds"
+    assert verdict(CLAIMS["C2"], ddl_stalls.network_claim(network({"p3": [8.0], "p2": [5.0]})))[0] == "fails"
+    assert verdict(CLAIMS["C2"], ddl_stalls.network_claim(network({"p3": [1.5], "p2": [1.3]})))[0] == "fails"
+    assert verdict(CLAIMS["C2"], ddl_stalls.network_claim(network({})))[0] == "not testable here"
+
+
+def test_claims_fixed_by_the_emulation_are_not_testable_and_checked_apart():
+    assert verdict(CLAIMS["C3"], ddl_stalls.cost_claim_not_testable())[0] == "not testable here"
+    assert verdict(CLAIMS["C4"], ddl_stalls.macro_claim_not_testable())[0] == "not testable here"
+    verdicts = pd.DataFrame({"model": ["a", "b"], "cheapest_per_epoch": ["x", "y"],
+                             "most_expensive_is_cheapest": [False, True]})
+    assert verdict(CLAIMS["K1"], ddl_stalls.priciest_not_cheapest(verdicts))[0] == "fails"
+    macro = pd.DataFrame({"gradient_bytes": [1.0, 2.0, 3.0, 4.0], "layers": [4.0, 1.0, 3.0, 2.0],
+                          "gradient_tensors": [1.0, 2.0, 3.0, 4.0], "stall_ms": [2.0, 4.0, 6.0, 8.0]})
+    fits = fit_features(macro, "stall_ms")
+    assert verdict(CLAIMS["K2"], ddl_stalls.bytes_fit(fits))[0] == "holds"
