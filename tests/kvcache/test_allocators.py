@@ -64,6 +64,14 @@ def test_pyramid_shrinks_with_depth():
     assert (b.max(1).values - b.min(1).values <= 1).all()  # equal within a layer
 
 
+def test_pyramid_stays_linear_and_keeps_the_window_as_kvpress_does():
+    """4 layers of one head, 128 tokens, 25 % compression, window 16: kvpress 0.5.5 keeps [112, 101, 91, 80]."""
+    b = A.pyramid((4, 1), A.total_budget(0.25, 4, 128), 4, 128, beta=20, window=16).budgets.flatten()
+    assert b.tolist() == [112, 101, 91, 80]
+    tight = A.pyramid((4, 1), A.total_budget(0.9, 4, 128), 4, 128, beta=20, window=16).budgets.flatten()
+    assert tight.max() - tight.min() <= 1  # the bottom would fall below the window: every layer gets the mean
+
+
 def test_adakv_pools_layers_with_a_floor_of_alpha_times_the_mean():
     allocation = A.adakv(SHAPE, 12 * 50, FLOOR, CAP, alpha=0.2)
     assert allocation.pooled and allocation.floor == 10

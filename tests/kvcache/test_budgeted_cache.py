@@ -108,8 +108,17 @@ def test_snapkv_keeps_the_observation_window_and_the_pooled_top_scores():
     weights[8:, 1] = 0.1
     # kernel 1: the top 2 votes (4 and 1) plus the window (8, 9)
     assert kept_after_one_step(SnapKV(window=2, kernel=1), 4, weights) == [1, 4, 8, 9]
-    # kernel 3: position 4's vote spreads to 3 and 5, which now outrank 1
+    # kernel 3: position 4's vote spreads (averaged) to 3 and 5, which now outrank 1
     assert kept_after_one_step(SnapKV(window=2, kernel=3), 5, weights) == [3, 4, 5, 8, 9]
+
+
+def test_snapkv_pools_only_the_keys_before_the_window():
+    """The window attends mostly to itself; pooling across it would lend that attention to position 7."""
+    weights = torch.zeros(10, 10)
+    weights[8:, 8:] = 0.4
+    weights[8:, 2] = 0.1  # averaged with kernel 3: position 3 gets (0.2 + 0 + 0.1) / 3, the most
+    weights[8:, 4] = 0.05
+    assert kept_after_one_step(SnapKV(window=2, kernel=3), 3, weights) == [3, 8, 9]
 
 
 def test_grouped_query_heads_pool_their_attention_into_one_score():

@@ -6,7 +6,8 @@ matched compression (the accounting that kvpress#228 found inconsistent across m
 
 - :func:`uniform`: every cache the same budget (what most eviction methods assume).
 - :func:`pyramid`: PyramidKV (Cai et al. 2024): budgets fall linearly with depth, from ``2m - m/beta`` in the
-  first layer to ``m/beta`` in the last (``m`` the mean), equal across a layer's heads.
+  first layer to ``m/beta`` in the last (``m`` the mean), equal across a layer's heads, capped so that the
+  profile stays linear and no layer keeps less than the observation window (as NVIDIA kvpress computes it).
 - :func:`adakv`: AdaKV (Feng et al. 2024): uniform totals per layer, pooled across the layer's heads at run time
   with a floor of ``alpha`` times the mean (see :class:`.cache.BudgetedCache`).
 - :func:`duo`: a DuoAttention-like split (Xiao et al. 2025): the caches with the highest retrieval score keep the
@@ -80,11 +81,18 @@ def uniform(shape: tuple[int, int], total: int, floor: int, cap: int) -> Allocat
     return Allocation(distribute(torch.ones(shape), total, floor, cap).view(shape))
 
 
-def pyramid(shape: tuple[int, int], total: int, floor: int, cap: int, beta: float = 20.0) -> Allocation:
+def pyramid(shape: tuple[int, int], total: int, floor: int, cap: int, beta: float = 20.0, window: int = 0) -> Allocation:
+    """PyramidKV's layer budgets, as the authors' code and NVIDIA kvpress compute them: linear in depth around the
+    mean ``m``, from ``2m - m/beta`` down to ``m/beta``. Where the top would exceed ``cap - window`` it stops there
+    and the bottom rises to keep the mean, so the profile stays linear; where the bottom would fall below the
+    observation ``window`` (which every layer keeps), every layer gets ``m``, as SnapKV would."""
     layers, heads = shape
     mean = total / (layers * heads)
     low, high = mean / beta, 2 * mean - mean / beta
-    per_layer = torch.linspace(high, low, layers) if layers > 1 else torch.tensor([mean])
+    if high >= cap - window:
+        high, low = cap - window, 2 * mean - (cap - window)
+    linear = layers > 1 and cap >= high >= low >= max(window, floor)
+    per_layer = torch.linspace(high, low, layers) if linear else torch.full((layers,), mean)
     weights = (per_layer[:, None] - floor).clamp(min=0).expand(shape)
     return Allocation(distribute(weights, total, floor, cap).view(shape))
 

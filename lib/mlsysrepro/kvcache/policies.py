@@ -10,8 +10,9 @@ to the head's budget. Protected entries count against the budget like any other 
 - :class:`H2O` (Zhang et al., NeurIPS 2023): the heavy hitters, the tokens with the largest attention accumulated
   over every query so far, and a recent window of ``recent_fraction`` of the budget (the paper's half / half).
 - :class:`SnapKV` (Li et al., NeurIPS 2024): at prefill, the attention that the last ``window`` queries (the
-  observation window) pay each key, summed over the window and max-pooled over neighbouring positions
-  (``kernel``); the window itself is kept. SnapKV compresses only the prompt; to hold the same budget while
+  observation window) pay each key before the window, summed over the window and average-pooled over
+  neighbouring positions (``kernel``, zero-padded), as the authors' code and NVIDIA kvpress do; the window itself
+  is kept. SnapKV compresses only the prompt; to hold the same budget while
   decoding, each new query's attention is added to a decaying score (decay ``1 - 1/window``), an exponentially
   weighted observation window that slides with the decoding. This decoding rule is our choice, documented as such.
 
@@ -58,7 +59,7 @@ class H2O(TokenScorer):
 @dataclass(frozen=True)
 class SnapKV(TokenScorer):
     window: int = 16
-    kernel: int = 7
+    kernel: int = 5
     name = "snapkv"
 
     def protected(self, budgets):
@@ -67,7 +68,12 @@ class SnapKV(TokenScorer):
     def accumulate(self, score, seen):
         if seen.prefill:
             votes = seen.weights[:, :, -self.window:].sum(2)
-            return F.max_pool1d(votes, self.kernel, stride=1, padding=self.kernel // 2)
+            prefix = votes.shape[-1] - self.window
+            if prefix <= 0:  # the whole prompt is the window, which is kept anyway
+                return votes
+            # the window's own keys take no part in the pooling: they would lend their votes to their neighbours
+            pooled = F.avg_pool1d(votes[..., :prefix], self.kernel, stride=1, padding=self.kernel // 2)
+            return torch.cat([pooled, votes[..., prefix:]], dim=-1)
         return score.mul_(1 - 1 / self.window).add_(seen.weights.sum(2))
 
     def priority(self, score, positions):

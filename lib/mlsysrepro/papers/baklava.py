@@ -27,6 +27,7 @@ import torch
 from scipy.stats import spearmanr
 
 from ..core.cache import cached
+from ..core.claims import Claim, Measurement, across, at_least, at_most, proportion_gap, proportion_ratio
 from ..core.tasks import TaskRunner
 from ..kvcache import allocators
 from ..kvcache.cache import FullCache
@@ -68,6 +69,41 @@ PRESETS = {
                   needle_compressions=[0.7, 0.85, 0.9], speed_context=4096, speed_tokens=128),
 }
 
+
+#: "Baseline performance": within 5 % of the full cache's perplexity, or 5 points of its retrieval accuracy.
+PPL_TOLERANCE = 0.05
+ACCURACY_TOLERANCE = 0.05
+
+CLAIMS = (
+    Claim("C1", "BaKlaVa compresses the KV cache by up to 70 % at baseline perplexity, where uniform budgets do not",
+          where="Abstract", paper_value=0.7, unit="highest compression whose test perplexity is within 5 % of the "
+          "full cache's", rule=at_least(0.7), over="`compressions` under `primary_policy`; uniform budgets must "
+          "fail the same rule", near=0.25),
+    Claim("C2", "At 70 % compression BaKlaVa keeps baseline retrieval accuracy, where uniform budgets do not",
+          where="Abstract", paper_value=0.0, unit="full cache minus BaKlaVa retrieval accuracy at 70 % (95 % "
+          "interval over the queries)", rule=at_most(ACCURACY_TOLERANCE),
+          over="`retrieval_n` queries under `primary_policy`; uniform budgets must fail the same rule"),
+    Claim("C3", "At high compression BaKlaVa beats uniform budgets on retrieval by up to an order of magnitude",
+          where="Abstract", paper_value=10.0, unit="BaKlaVa / uniform retrieval accuracy (95 % Katz interval), the "
+          "compression >= 85 % where it is largest", rule=at_least(2.0),
+          over="the compressions of `compressions` at 85 % or more, `primary_policy`", near=0.5),
+    Claim("C4", "The heads' importance ranking is consistent across prompts", where="Sec. 3 (profiling)",
+          paper_value="consistent", unit="Spearman rho of cache importance, the smallest over prompt sets",
+          rule=at_least(0.8), over="a disjoint text prompt set, the other corpus and retrieval prompts"),
+    Claim("C5", "BaKlaVa is at least as good as PyramidKV and AdaKV at matched compression under the same policy",
+          where="Sec. 5 (comparison with non-uniform allocators)", paper_value="at least as good",
+          unit="BaKlaVa's margin over the better rival: rival / BaKlaVa perplexity - 1, and retrieval accuracy "
+          "difference", rule=at_least(0.0), over="every (policy, compression) cell, perplexity and retrieval",
+          min_share=2 / 3),
+    Claim("K1", "Decoding with the compressed cache is no slower than with the full cache", where="this "
+          "reproduction (the paper's custom KV-cache object)", paper_value=1.0, unit="decode speed-up over the full "
+          "cache, the slowest BaKlaVa budget (95 % interval of the per-round ratios)", rule=at_least(1.0),
+          over="BaKlaVa budgets at `speed_context` tokens", consistency=True, timing=True),
+)
+
+#: Bumped whenever a policy or an allocator changes what an evaluation returns, so no cached result outlives it
+#: (2: SnapKV average-pools the keys before its window, PyramidKV's profile stays linear around the window).
+EVALUATION_VERSION = 2
 
 #: The knobs an evaluation's result depends on: every knob but the decode-speed measurement's and the worker count.
 EVALUATION_KNOBS = tuple(k for k in PRESETS["default"] if k not in ("speed_context", "speed_tokens", "decode_workers"))
@@ -205,12 +241,14 @@ def _evaluations(name: str, lab: Lab, settings, specs: list[dict], desc: str) ->
             task = s.get("task") or (lab.test_retrieval if split == "test" else lab.calib_retrieval)
             tokens, start = task.tokens, task.answer_start
         tasks.append(EvalTask(lab.cfg, state, kind, tokens, start, s.get("allocation"), s.get("policy", "snapkv")))
-    return lab.runner.cached_map(name, settings, _run, tasks, knobs=EVALUATION_KNOBS, desc=desc)
+    return lab.runner.cached_map(name, settings, _run, tasks, knobs=EVALUATION_KNOBS, desc=desc,
+                                 version=EVALUATION_VERSION)
 
 
 def allocate(name: str, lab: Lab, settings, compression: float, full: int, importance=None, gamma: float = 0.0,
-             retrieval=None) -> allocators.Allocation:
-    """The ``name`` allocator's budgets at ``compression`` for sequences of ``full`` tokens."""
+             retrieval=None, policy: str = "snapkv") -> allocators.Allocation:
+    """The ``name`` allocator's budgets at ``compression`` for sequences of ``full`` tokens, under ``policy`` (whose
+    observation window PyramidKV keeps in every layer)."""
     shape = lab.shape
     caches = shape[0] * shape[1]
     total = allocators.total_budget(compression, caches, full)
@@ -218,7 +256,8 @@ def allocate(name: str, lab: Lab, settings, compression: float, full: int, impor
     if name == "uniform":
         return allocators.uniform(shape, total, floor, full)
     if name == "pyramid":
-        return allocators.pyramid(shape, total, floor, full, settings.pyramid_beta)
+        window = getattr(make_policy(policy), "window", 0)
+        return allocators.pyramid(shape, total, floor, full, settings.pyramid_beta, window)
     if name == "adakv":
         return allocators.adakv(shape, total, floor, full, settings.adakv_alpha)
     if name == "duo":
@@ -291,7 +330,7 @@ def allocations(lab: Lab, settings, profile: HeadProfile, best: pd.DataFrame, re
     nearest = float(searched[np.abs(searched - compression).argmin()])
     g, e = best.loc[(nearest, policy), ["gamma", "layer_exponent"]]
     importance = cache_importance(profile, lab.cfg.kv_heads, float(e))
-    return {a: allocate(a, lab, settings, compression, full, importance, float(g), retrieval) for a in names}
+    return {a: allocate(a, lab, settings, compression, full, importance, float(g), retrieval, policy) for a in names}
 
 
 def quality_grid(lab: Lab, settings, profile, best, retrieval) -> pd.DataFrame:
@@ -355,3 +394,78 @@ def held_after_prefill(lab: Lab, allocation: allocators.Allocation, policy: str)
     cache = allocation.cache(make_policy(policy))
     lab.model(lab.calib_windows, cache=cache)
     return cache.held().double().mean(1)
+
+
+# ---- the claims' measurements -------------------------------------------------------------------------
+
+def highest_compression(grid: pd.DataFrame, full_ppl: float, allocator: str) -> float:
+    """The highest compression of ``grid`` (one policy's rows of :func:`quality_grid`) at which ``allocator``'s
+    test perplexity stays within :data:`PPL_TOLERANCE` of the full cache's, and at every lower compression
+    (0 when even the lowest does not)."""
+    rows = grid[grid.allocator == allocator].sort_values("compression")
+    within = (rows.ppl <= full_ppl * (1 + PPL_TOLERANCE)).to_numpy()
+    kept = rows.compression.to_numpy()[np.cumprod(within).astype(bool)]
+    return float(kept.max()) if kept.size else 0.0
+
+
+def compression_at_baseline(grid: pd.DataFrame, full_ppl: float) -> Measurement:
+    """Claim C1: BaKlaVa's :func:`highest_compression`, with uniform budgets' as the baseline."""
+    uniform = highest_compression(grid, full_ppl, "uniform")
+    return Measurement(highest_compression(grid, full_ppl, "baklava"), baseline=Measurement(uniform),
+                       note=", ".join(f"{a} {highest_compression(grid, full_ppl, a):.0%}"
+                                      for a in sorted(grid.allocator.unique())))
+
+
+def retrieval_at(grid: pd.DataFrame, full_accuracy: float, compression: float, queries: int) -> Measurement:
+    """Claim C2: the full cache's retrieval accuracy minus BaKlaVa's at ``compression`` over ``queries`` items,
+    with uniform budgets' gap as the baseline."""
+    at = grid[grid.compression == compression].set_index("allocator").retrieval
+    uniform = proportion_gap(full_accuracy, float(at["uniform"]), queries)
+    measured = proportion_gap(full_accuracy, float(at["baklava"]), queries)
+    return Measurement(measured.value, measured.interval, baseline=uniform,
+                       note=f"full {full_accuracy:.3f}; " + ", ".join(f"{a} {r:.3f}" for a, r in at.items()))
+
+
+def high_compression_gain(grid: pd.DataFrame, queries: int, lowest: float = 0.85) -> Measurement:
+    """Claim C3: BaKlaVa's retrieval accuracy over uniform budgets' at the compression >= ``lowest`` where the
+    ratio is largest, with its Katz interval (a few hits more out of ``queries`` is no gain)."""
+    high = grid[grid.compression >= lowest].pivot(index="compression", columns="allocator", values="retrieval")
+    gains = {c: proportion_ratio(float(r.baklava), float(r.uniform), queries) for c, r in high.iterrows()}
+    best = max(gains, key=lambda c: gains[c].value)
+    return Measurement(gains[best].value, gains[best].interval,
+                       note="; ".join(f"{c:.0%}: {r.baklava:.3f} vs uniform {r.uniform:.3f}" for c, r in high.iterrows())
+                            + f" ({queries} queries)")
+
+
+def ranking_consistency(agreement: pd.DataFrame, reference: str = "A") -> Measurement:
+    """Claim C4: the smallest Spearman rho between the ``reference`` prompt set's importance ranking and every
+    other prompt set's (a :func:`consistency` frame)."""
+    others = agreement.loc[reference].drop(reference)
+    return Measurement(float(others.min()), note=", ".join(f"vs {k} {v:.2f}" for k, v in others.items()))
+
+
+def margin_over_rivals(grid: pd.DataFrame, rivals=("pyramid", "adakv")) -> Measurement:
+    """Claim C5: per (policy, compression) cell, BaKlaVa's margin over the better of ``rivals`` (strict: no
+    tolerance): ``rival / BaKlaVa - 1`` in perplexity and the difference in retrieval accuracy."""
+    ppl = grid.pivot_table(index=["policy", "compression"], columns="allocator", values="ppl")
+    retrieval = grid.pivot_table(index=["policy", "compression"], columns="allocator", values="retrieval")
+    present = [r for r in rivals if r in ppl]
+    margins = {}
+    for (policy, compression), row in ppl.iterrows():
+        best_rival = row[present].min(skipna=True)
+        if np.isnan(best_rival):
+            continue
+        margins[f"{policy} {compression:.0%} ppl"] = best_rival / row["baklava"] - 1
+        margins[f"{policy} {compression:.0%} retrieval"] = (retrieval.loc[(policy, compression), "baklava"]
+                                                            - retrieval.loc[(policy, compression), present].max())
+    lost = [k for k, v in margins.items() if v < 0]
+    return across(margins, note="behind the better rival in: " + (", ".join(lost) or "none"))
+
+
+def slowest_decode(speed: pd.DataFrame, prefix: str = "baklava") -> Measurement:
+    """Check K1: the slowest ``prefix`` cache's decode speed-up over the full cache (a :func:`speed_table`)."""
+    rows = speed[speed.cache.str.startswith(prefix)]
+    slowest = rows.loc[rows.speedup_vs_full.idxmin()]
+    return Measurement(float(slowest.speedup_vs_full), (float(slowest.speedup_low), float(slowest.speedup_high)),
+                       note=f"{slowest.cache}; every cache: " + ", ".join(
+                           f"{r.cache} {r.speedup_vs_full:.2f}x" for r in speed.itertuples()))
