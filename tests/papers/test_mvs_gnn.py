@@ -5,10 +5,12 @@ import pytest
 import torch
 
 from mlsysrepro.core import DatasetError, resolve
-from mlsysrepro.papers import mvs_gnn
 from mlsysrepro.gnn.datasets import load_graph
+from mlsysrepro.papers import mvs_gnn
 
 from ..gnn.conftest import toy_data
+
+CLAIMS = {claim.id: claim for claim in mvs_gnn.CLAIMS}
 
 
 def frame(rows):
@@ -37,25 +39,47 @@ def test_iterations_to_loss_targets_the_loss_every_sampler_reaches():
     assert mvs_gnn.iterations_to_loss(f).loc[("g", 8), "B"] == 10
 
 
-def test_best_within_noise():
+def test_within_noise_of_best():
+    from mlsysrepro.core.claims import verdict
+
     scores = pd.DataFrame([
         ("g", 64, "MVS-GNN", 0, 0.70), ("g", 64, "MVS-GNN", 1, 0.72),
         ("g", 64, "LADIES", 0, 0.74), ("g", 64, "LADIES", 1, 0.74),
         ("g", 512, "MVS-GNN", 0, 0.10), ("g", 512, "MVS-GNN", 1, 0.10),
         ("g", 512, "LADIES", 0, 0.90), ("g", 512, "LADIES", 1, 0.90),
     ], columns=["graph", "batch_size", "sampler", "seed", "test_score"])
-    verdict = mvs_gnn.best_within_noise(mvs_gnn.score_table(scores), max_batch=256)
-    assert list(verdict.index) == [("g", 64)]
-    assert not verdict.iloc[0]  # 0.71 + 0.014 < 0.74: outside the noise
+    measured = mvs_gnn.within_noise_of_best(mvs_gnn.score_table(scores), max_batch=256)
+    assert list(measured.per_setting) == ["g B=64"]
+    assert verdict(CLAIMS["C4"], measured)[0] == "fails"  # 0.71 + 0.014 < 0.74: outside the noise
     scores.loc[[0, 1], "test_score"] = [0.60, 0.80]  # mean 0.70 but std 0.14 covers the gap
-    assert mvs_gnn.best_within_noise(mvs_gnn.score_table(scores), max_batch=256).iloc[0]
+    assert verdict(CLAIMS["C4"], mvs_gnn.within_noise_of_best(mvs_gnn.score_table(scores), 256))[0] == "holds"
 
 
-def test_fraction_of_epochs_below():
-    rows = [("g", s, e, v) for e, (m, u) in enumerate([(5, 5), (1, 2), (3, 2), (1, 4)]) for s, v in
-            (("MVS (all neighbours)", m), ("UNS", u))]
+def test_below_uniform_takes_the_median_epoch_per_graph():
+    from mlsysrepro.core.claims import verdict
+
+    rows = [(g, s, e, v) for g in ("a", "b", "c", "d") for e, (m, u) in enumerate([(5, 5), (1, 2), (3, 2), (1, 4)])
+            for s, v in (("MVS (all neighbours)", m), ("UNS", u))]
     f = pd.DataFrame(rows, columns=["graph", "sampler", "epoch", "grad_variance"])
-    assert mvs_gnn.fraction_of_epochs_below(f).loc["g"] == pytest.approx(2 / 3)
+    measured = mvs_gnn.below_uniform(f)
+    assert measured.per_setting["a"] == pytest.approx(1.0)  # ratios 1, -1/3, 3: median 1
+    assert "a 67%" in measured.note
+    assert verdict(CLAIMS["C2"], measured)[0] == "holds"
+    above = f.assign(grad_variance=f.grad_variance.where(f.sampler == "UNS", 10.0))
+    assert verdict(CLAIMS["C2"], mvs_gnn.below_uniform(above))[0] == "fails"
+
+
+def test_margin_over_others_needs_mvs_best_on_most_settings():
+    from mlsysrepro.core.claims import verdict
+
+    index = pd.MultiIndex.from_product([["a", "b", "c"], [64, 512]], names=["graph", "batch_size"])
+    lowest = pd.DataFrame({"MVS-GNN": [1.0] * 6, "LADIES": [2.0] * 6, "GraphSAGE": [1.5] * 6}, index=index)
+    assert verdict(CLAIMS["C1"], mvs_gnn.margin_over_others(lowest))[0] == "holds"
+    lowest.loc[("a", 64), "MVS-GNN"] = 9.0  # the best setting alone never carries the claim: here 5 of 6 hold
+    measured = mvs_gnn.margin_over_others(lowest)
+    assert "not best in: a B=64" in measured.note
+    half = pd.DataFrame({"MVS-GNN": [1.0, 3.0] * 3, "LADIES": [2.0] * 6}, index=index)
+    assert verdict(CLAIMS["C1"], mvs_gnn.margin_over_others(half))[0] == "fails"
 
 
 @pytest.mark.parametrize("name", [*mvs_gnn.SAMPLERS, "UNS", "MVS (all neighbours)", "FastGCN"])

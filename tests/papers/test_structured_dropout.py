@@ -39,7 +39,7 @@ def test_without_dropout_every_mode_trains_the_same_model():
     results, curves = structured_dropout.accuracy_runs(settings(p=0.0, ptb_fraction=0.002, conll_fraction=0.005,
                                                conll_eval_sentences=50), workers=2)
     for task, group in results.groupby("task"):
-        assert len(group) == len(structured_dropout.ACCURACY_MODES)
+        assert len(group) == len(structured_dropout.TRAINED_MODES)  # at p = 0 the control is standard dropout too
         assert group.test.nunique() == 1 and group.valid.nunique() == 1, task
     assert set(curves.epoch) == {1}
 
@@ -116,3 +116,54 @@ def test_the_device_knob_names_its_allowed_values():
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="sees no GPU"):
             structured_dropout.check_device("cuda")
+
+
+CLAIMS = {claim.id: claim for claim in structured_dropout.CLAIMS}
+
+
+def speed_frame(standard: tuple[float, float, float], structured: tuple[float, float, float], p=0.5, task="ptb"):
+    rows = [dict(task=task, batch=20, p=p, variant=structured_dropout.LABELS[mode], step_s=mid, step_low=low,
+                 step_high=high, speedup_vs_standard=standard[1] / mid)
+            for mode, (low, mid, high) in (("standard", standard), ("structured", structured))]
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("structured, expected", [((0.70, 0.72, 0.74), "holds"), ((0.95, 1.0, 1.05), "fails"),
+                                                  ((0.75, 0.81, 0.90), "inconclusive")])
+def test_speedup_claim_carries_the_step_times_intervals(structured, expected):
+    from mlsysrepro.core.claims import verdict
+
+    measured = structured_dropout.speedup_claim(speed_frame((0.98, 1.0, 1.02), structured), "ptb", 0.5)
+    assert measured.interval[0] <= measured.value <= measured.interval[1]
+    assert verdict(CLAIMS["C1"], measured)[0] == expected
+
+
+def test_rate_trend_is_judged_on_speedups_only():
+    from mlsysrepro.core.claims import verdict
+
+    slower = pd.concat([speed_frame((1, 1, 1), (2 / s, 2 / s, 2 / s), p=p) for p, s in ((0.2, 1.0), (0.5, 1.5))])
+    assert verdict(CLAIMS["C4"], structured_dropout.rate_trend(slower, "ptb", [0.2, 0.5]))[0] == "not testable here"
+    growing = pd.concat([speed_frame((1, 1, 1), (1 / s,) * 3, p=p) for p, s in ((0.2, 1.1), (0.5, 1.3), (0.65, 1.6))])
+    assert verdict(CLAIMS["C4"], structured_dropout.rate_trend(growing, "ptb", [0.2, 0.5, 0.65]))[0] == "holds"
+    falling = pd.concat([speed_frame((1, 1, 1), (1 / s,) * 3, p=p) for p, s in ((0.2, 1.6), (0.5, 1.3), (0.65, 1.1))])
+    assert verdict(CLAIMS["C4"], structured_dropout.rate_trend(falling, "ptb", [0.2, 0.5, 0.65]))[0] == "fails"
+
+
+def accuracy(task: str, by_mode: dict[str, list[float]]) -> pd.DataFrame:
+    return pd.DataFrame([dict(task=task, mode=structured_dropout.LABELS[mode], seed=seed, test=value)
+                         for mode, values in by_mode.items() for seed, value in enumerate(values)])
+
+
+def test_parity_claims_pair_seeds_and_need_the_control_to_be_worse():
+    from mlsysrepro.core.claims import verdict
+
+    matters = accuracy("ptb", {"none": [150, 152, 151], "standard": [100, 101, 99], "structured": [100.5, 101, 99.2]})
+    measured = structured_dropout.parity_claim(matters, "ptb")
+    assert measured.value == pytest.approx(((100.5 / 100) + 1 + (99.2 / 99)) / 3 - 1)
+    assert verdict(CLAIMS["C5"], measured)[0] == "holds"
+    worse = accuracy("ptb", {"none": [150, 152, 151], "standard": [100, 101, 99], "structured": [110, 111, 109]})
+    assert verdict(CLAIMS["C5"], structured_dropout.parity_claim(worse, "ptb"))[0] == "fails"
+    undertrained = accuracy("ptb", {"none": [98, 99, 97], "standard": [100, 101, 99], "structured": [100, 101, 99]})
+    assert verdict(CLAIMS["C5"], structured_dropout.parity_claim(undertrained, "ptb"))[0] == "not testable here"
+    f1 = accuracy("conll", {"none": [80, 81, 80], "standard": [85, 86, 85], "structured": [85, 85.9, 85.2]})
+    assert verdict(CLAIMS["C6"], structured_dropout.parity_claim(f1, "conll"))[0] == "holds"

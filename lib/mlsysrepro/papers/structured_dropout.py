@@ -9,7 +9,9 @@
 - :func:`stage_breakdown` — forward, backward-data and backward-weight of the LM's GEMMs that read a
   dropped state, dense against compacted, beside the ideal speed-up ``1 / (1 - p)``;
 - :func:`translation_runs` — IWSLT'14 De-En and IWSLT'15 En-Vi BLEU per dropout mode, when ``translation`` is
-  on and the training sets are registered (``scale=paper``).
+  on and the training sets are registered (``scale=paper``);
+- :data:`CLAIMS`, declared before the run, and their measurements :func:`speedup_claim` (C1-C3),
+  :func:`rate_trend` (C4) and :func:`parity_claim` (C5, C6).
 
 Two sizes on purpose: the accuracy rows train reduced models on a subset of the data (two CPU cores
 cannot train PTB "medium" for 39 epochs); the speed rows time the paper's full-size models, one
@@ -21,10 +23,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import torch
 from torch.nn import functional as F
 
+from ..core.claims import Claim, Measurement, above, at_least, at_most, from_samples, not_testable
 from ..core.data import DatasetError, fetch, load_registry
 from ..core.tasks import TaskRunner
 from ..core.timing import interleaved
@@ -37,11 +41,14 @@ from ..text.bleu import corpus_bleu
 from ..text.corpora import IWSLT, UNK, batchify, build_vocab, load_conll2003, load_parallel, load_ptb, pad_batch
 from ..text.span_f1 import span_f1
 
-#: The modes trained for the accuracy table (the paper's case III beside I, II and IV).
+#: The dropout modes of the accuracy table (the paper's case III beside I, II and IV).
 ACCURACY_MODES = ("standard", "locked", "structured", "fixed")
-LABELS = {"standard": "standard (I)", "locked": "locked (II)", "structured": "structured (III)", "fixed": "fixed (IV)"}
+#: The modes trained: the control without dropout (p = 0) shows whether dropout matters at this training length.
+TRAINED_MODES = ("none",) + ACCURACY_MODES
+LABELS = {"none": "no dropout (control)", "standard": "standard (I)", "locked": "locked (II)",
+          "structured": "structured (III)", "fixed": "fixed (IV)"}
 #: One colour per mode in every figure (seaborn's colour-blind palette).
-PALETTE = {"standard (I)": "#0173b2", "locked (II)": "#de8f05", "structured (III)": "#029e73",
+PALETTE = {"no dropout (control)": "#949494", "standard (I)": "#0173b2", "locked (II)": "#de8f05", "structured (III)": "#029e73",
            "fixed (IV)": "#cc78bc", "torch.nn.LSTM": "#555555"}
 
 PRESETS = {
@@ -50,7 +57,7 @@ PRESETS = {
         ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01,
         conll_embedding=16, conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
         speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
-        speed_repeats=1, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False, mt_pairs=["de-en", "en-vi"],
+        speed_repeats=1, translation=False, mt_pairs=["de-en", "en-vi"],
         mt_hidden=32, mt_epochs=1, mt_batch=64, device="cpu",
     ),
     "default": dict(
@@ -58,7 +65,7 @@ PRESETS = {
         ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=10_000, ptb_test_tokens=0, conll_fraction=0.2,
         conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=3, conll_lr=0.005, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
-        speed_periods=[5], speed_repeats=5, ppl_tolerance=0.05, f1_tolerance=2.0, translation=False,
+        speed_periods=[5], speed_repeats=5, translation=False,
         mt_pairs=["de-en", "en-vi"], mt_hidden=256, mt_epochs=12, mt_batch=64, device="cpu",
     ),
     "paper": dict(
@@ -66,15 +73,43 @@ PRESETS = {
         ptb_lr=1.0, ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
         conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
-        speed_periods=[5], speed_repeats=10, ppl_tolerance=0.02, f1_tolerance=0.5, translation=True,
+        speed_periods=[5], speed_repeats=10, translation=True,
         mt_pairs=["de-en", "en-vi"], mt_hidden=512, mt_epochs=12, mt_batch=64, device="cuda",
     ),
 }
 
 
+#: "No loss": the paper's tables put structured dropout within about 2 % perplexity and half an F1 point of
+#: standard dropout; a difference inside these is "comparable".
+PPL_TOLERANCE = 0.02
+F1_TOLERANCE = 0.5
+SPEEDUP = "step-time speed-up over standard dropout (the paper: 1.23x - 1.64x)"
+
+CLAIMS = (
+    Claim("C1", "Structured dropout trains faster than standard dropout (PTB LM)", where="Abstract, Sec. 5",
+          paper_value=1.23, unit=SPEEDUP, rule=at_least(1.23),
+          over="PTB medium (2 x `speed_hidden`), the first of `speed_batches`, p = `p`", near=0.25, timing=True),
+    Claim("C2", "... and at a larger batch", where="Sec. 5", paper_value=1.23, unit=SPEEDUP, rule=at_least(1.23),
+          over="PTB medium, the last of `speed_batches`, p = `p`", near=0.25, timing=True),
+    Claim("C3", "Structured dropout trains faster than standard dropout (CoNLL-2003 tagger)", where="Abstract, Sec. 5",
+          paper_value=1.23, unit=SPEEDUP, rule=at_least(1.23), over="the BiLSTM tagger, `conll_batch`, p = `p`",
+          near=0.25, timing=True),
+    Claim("C4", "The speed-up grows with the dropout rate", where="Sec. 5 (rate sweep)",
+          paper_value="larger p, larger speed-up", unit="least-squares slope of the speed-up against p, over the "
+          "rates where it is a speed-up (> 1x)", rule=above(0.0), over="every p of `speed_ps`, PTB, the first batch",
+          timing=True),
+    Claim("C5", "No loss in perplexity (PTB)", where="Table (PTB)", paper_value=0.0,
+          unit="test perplexity, structured / standard - 1, mean over seeds (95 % t-interval)",
+          rule=at_most(PPL_TOLERANCE), over="`seeds` seeds, reduced model and data; the control without dropout "
+          "must fail the same rule", parity=True),
+    Claim("C6", "No loss in F1 (CoNLL-2003 NER)", where="Table (NER)", paper_value=0.0,
+          unit="test span F1, standard - structured (points), mean over seeds (95 % t-interval)",
+          rule=at_most(F1_TOLERANCE), over="`seeds` seeds, reduced model and data; the control without dropout "
+          "must fail the same rule", parity=True),
+)
+
 #: The knobs the accuracy runs depend on (the speed measurements' knobs start with ``speed_``).
-ACCURACY_KNOBS = tuple(name for name in PRESETS["default"]
-                       if not name.startswith(("speed_", "mt_", "translation")) and "tolerance" not in name)
+ACCURACY_KNOBS = tuple(name for name in PRESETS["default"] if not name.startswith(("speed_", "mt_", "translation")))
 #: The knobs of the translation rows.
 TRANSLATION_KNOBS = ("seeds", "p", "mt_pairs", "mt_hidden", "mt_epochs", "mt_batch", "device")
 DEVICES = ("cpu", "cuda")
@@ -111,12 +146,17 @@ class Task:
     knobs: dict
 
 
+def _dropout(t: Task, knobs: dict) -> tuple[float, str]:
+    """(p, mode) of a run: the control ``none`` is standard dropout at p = 0."""
+    return (0.0, "standard") if t.mode == "none" else (knobs["p"], t.mode)
+
+
 def _train_ptb(t: Task, corpus) -> dict:
     k = t.knobs
     torch.manual_seed(t.seed)
     train = batchify(corpus.train[: int(k["ptb_fraction"] * corpus.train.numel())], k["ptb_batch"])
     valid = batchify(head(corpus.valid, k["ptb_valid_tokens"]), 10)
-    model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], k["p"], t.mode).to(k["device"])
+    model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], *_dropout(t, k)).to(k["device"])
     rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
                     clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1)
     curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"]} for r in rows]
@@ -135,7 +175,7 @@ def _train_conll(t: Task, data) -> dict:
     tags = sorted({tg for s in data["train"].tags for tg in s})
     m = k["conll_eval_sentences"] or None
     dev, test = (type(train)(data[s].words[:m], data[s].tags[:m]) for s in ("dev", "test"))
-    model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], k["p"], t.mode).to(k["device"])
+    model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], *_dropout(t, k)).to(k["device"])
     rows = train_tagger(model, train, dev, index, tags, k["conll_epochs"], torch.Generator().manual_seed(t.seed),
                         batch_size=k["conll_batch"], lr=k["conll_lr"])
     curve = [{"epoch": r["epoch"], "metric": r["dev_f1"]} for r in rows]
@@ -154,24 +194,27 @@ def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, p
     """Train every (task, mode, seed) of the accuracy table; returns (results, curves).
 
     ``results`` has one row per run: task, mode, seed, the final validation metric and the test metric
-    (perplexity for PTB, span F1 in % for CoNLL-2003); ``curves`` the validation metric per epoch.
-    Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in :data:`ACCURACY_KNOBS`.
+    (perplexity for PTB, span F1 in % for CoNLL-2003); ``curves`` the validation metric per epoch. The modes
+    are :data:`TRAINED_MODES`: the four dropout modes and the control without dropout.
+    Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in :data:`ACCURACY_KNOBS`
+    (version 2: the control was added).
     """
     check_device(settings.device)
     knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
-    tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in ACCURACY_MODES
+    tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in TRAINED_MODES
              for s in range(settings.seeds)]
     return _cached_training("accuracy_runs", settings, ACCURACY_KNOBS, tasks, _run_one,
-                    lambda: (load_ptb(), load_conll2003()), workers, "training runs")
+                            lambda: (load_ptb(), load_conll2003()), workers, "training runs", version=2)
 
 
 def _cached_training(name: str, settings, knobs: tuple[str, ...], tasks: list[Task], train, prefetch, workers: int | None,
-             desc: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     desc: str, version: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``train`` over ``tasks`` on a :class:`mlsysrepro.core.tasks.TaskRunner`, cached under ``name`` by the seed
     and ``knobs`` alone (the speed knobs do not change a trained model); ``prefetch`` first fetches the data in
     this process, so that the workers never copy it at once. Returns (results, curves) frames."""
     with TaskRunner(workers) as runner:
-        outputs = runner.cached_map(name, settings, train, tasks, knobs=knobs, desc=desc, prepare=prefetch)
+        outputs = runner.cached_map(name, settings, train, tasks, knobs=knobs, desc=desc, prepare=prefetch,
+                                    version=version)
     results = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, "valid": o["valid"],
                              "test": o["test"]} for t, o in zip(tasks, outputs)])
     curves = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, **row}
@@ -245,7 +288,8 @@ def translation_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame
     tasks = [Task(pair, mode, settings.seed + s, knobs) for pair in settings.mt_pairs
              for mode in ("standard", "locked", "structured") for s in range(settings.seeds)]
     return _cached_training("translation_runs", settings, TRANSLATION_KNOBS, tasks, _train_translation,
-                    lambda: [fetch(IWSLT[pair].dataset) for pair in settings.mt_pairs], workers, "translation runs")
+                            lambda: [fetch(IWSLT[pair].dataset) for pair in settings.mt_pairs], workers,
+                            "translation runs")
 
 
 # -- speed --------------------------------------------------------------------------------------------------
@@ -411,3 +455,54 @@ def describe(settings) -> dict[str, str]:
         "hardware": (torch.cuda.get_device_name() if s.device == "cuda" and torch.cuda.is_available()
                      else f"CPU, {torch.get_num_threads()} threads"),
     }
+
+
+# ---- the claims' measurements -------------------------------------------------------------------------
+
+def _speed_row(speed: pd.DataFrame, task: str, variant: str, p: float, batch: int | None):
+    rows = speed[(speed.task == task) & (speed.variant == variant) & (speed.p == p)]
+    if rows.empty:
+        raise ValueError(f"no speed row for task {task!r}, variant {variant!r}, p {p}; "
+                         f"variants: {sorted(speed.variant.unique())}, rates: {sorted(speed.p.unique())}")
+    return rows[rows.batch == (batch or rows.batch.iloc[0])].iloc[0]
+
+
+def speedup_claim(speed: pd.DataFrame, task: str, p: float, batch: int | None = None, mode: str = "structured",
+                  note: str = "") -> Measurement:
+    """Claims C1-C3: ``mode``'s speed-up over standard dropout in :func:`speed_table`'s frame, with the interval
+    that the two step times' 95 % intervals allow (standard's low end over ``mode``'s high end, and back)."""
+    standard, ours = (_speed_row(speed, task, LABELS[m], p, batch) for m in ("standard", mode))
+    return Measurement(float(standard.step_s / ours.step_s),
+                       (float(standard.step_low / ours.step_high), float(standard.step_high / ours.step_low)),
+                       note=note)
+
+
+def rate_trend(speed: pd.DataFrame, task: str, ps: list[float], batch: int | None = None) -> Measurement:
+    """Claim C4: the slope of structured dropout's speed-up against p, over the rates where it is a speed-up;
+    not testable where fewer than two rates give one."""
+    ups = {p: speedup(speed, task, "structured", p, batch) for p in ps}
+    faster = {p: s for p, s in ups.items() if s > 1.0}
+    listed = ", ".join(f"p {p}: {s:.2f}x" for p, s in ups.items())
+    if len(faster) < 2:
+        return not_testable(f"structured dropout is a speed-up at {len(faster)} of {len(ups)} rates here "
+                            f"({listed}): there is no growing speed-up to measure")
+    slope = float(np.polyfit(list(faster), list(faster.values()), 1)[0])
+    return Measurement(slope, note=listed)
+
+
+def parity_claim(results: pd.DataFrame, task: str) -> Measurement:
+    """Claims C5 (``ptb``: relative perplexity change) and C6 (``conll``: F1 points lost): structured against
+    standard dropout per seed (seeds pair the runs), with the same difference for the control without dropout
+    as the baseline that must fail the rule."""
+    test = results[results.task == task].pivot_table(index="seed", columns="mode", values="test")
+    standard = test[LABELS["standard"]]
+
+    def loss(mode: str) -> pd.Series:
+        other = test[LABELS[mode]]
+        return other / standard - 1 if task == "ptb" else standard - other
+
+    structured, control = from_samples(loss("structured")), from_samples(loss("none"))
+    means = test.mean()
+    return Measurement(structured.value, structured.interval, baseline=control,
+                       note=", ".join(f"{mode} {means[mode]:.2f}" for mode in test.columns)
+                            + f" ({len(test)} seeds)")
