@@ -107,6 +107,7 @@ def test_a_parity_claim_needs_a_control_that_fails():
     result, why = verdict(parity, Measurement(0.01, baseline=Measurement(0.0)))  # no dropout is as good
     assert result == "not testable here" and "control: 0, holds" in why
     assert verdict(parity, Measurement(0.5, baseline=Measurement(0.0)))[0] == "fails"
+    assert verdict(parity, Measurement(0.01, baseline=Measurement(0.2, (-0.1, 0.5))))[0] == "inconclusive"
 
 
 def test_from_samples_gives_a_t_interval():

@@ -73,3 +73,5 @@ def test_c4_compares_with_the_best_fixed_pair_and_says_whether_the_grid_brackets
     assert "a: (6, 12);" in measured.note and "grid edge" not in measured.note
     edge = dally.autotuner_vs_best_fixed(timer_table(auto, [120.0, 110.0, 100.0]))
     assert "a: (12, 24) (grid edge)" in edge.note
+    no_delay = dally.autotuner_vs_best_fixed(timer_table(auto, [100.0, 110.0, 120.0]))
+    assert "a: (0, 0);" in no_delay.note and "grid edge" not in no_delay.note  # no delay is the bottom of the range

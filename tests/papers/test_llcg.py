@@ -111,3 +111,17 @@ def test_settings_are_set_beside_the_paper_preset():
     table = beside_paper(resolve("llcg", llcg.PRESETS, {"scale": "smoke"}), llcg.PAPER_SETTING)
     assert table.loc["parts", "paper"] == llcg.PRESETS["paper"]["parts"]
     assert table.loc["rounds", "this run (smoke)"] == llcg.PRESETS["smoke"]["rounds"]
+
+
+def test_local_steps_gap_takes_the_better_schedule_and_model_margins_every_model():
+    from mlsysrepro.core.claims import verdict
+
+    assert llcg.local_steps_gap(0.9, growing=0.85, best_k=0.87).value == pytest.approx(0.03)
+    assert verdict(CLAIMS["C5"], llcg.local_steps_gap(0.9, growing=0.85, best_k=0.895))[0] == "fails"
+    table = pd.DataFrame({"score mean": [70.0, 71.0, 60.0, 62.0, 50.0, 49.0]},
+                         index=pd.MultiIndex.from_product([["gcn", "gat", "appnp"], ["PSGD-PA", "LLCG"]],
+                                                          names=["model", "method"]))
+    measured = llcg.model_margins(table)
+    assert measured.per_setting == {"gcn": 1.0, "gat": 2.0, "appnp": -1.0}
+    assert verdict(CLAIMS["C8"], measured)[0] == "fails"  # "every model": one behind is enough
+    assert verdict(CLAIMS["K1"], llcg.engines_agree(1e-7))[0] == "holds"

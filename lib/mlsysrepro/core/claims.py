@@ -108,8 +108,8 @@ class Claim:
     as near the paper's number (below it: "below", above it: "beyond"); ``up_to``: the paper's number
     is its best setting ("up to 69 %"), so our best setting is set beside it. ``parity``: a claim that two
     things perform alike, whose ``baseline`` is a control showing that what is compared matters at all (dropout
-    against none); where the control passes the rule too, parity says nothing and the claim is not testable.
-    ``timing``: measured in wall-clock time (its verdict may change between runs).
+    against none); where the control passes the rule too, parity says nothing and the claim is not testable,
+    and where the control is inconclusive, so is the claim. ``timing``: measured in wall-clock time (its verdict may change between runs).
     """
 
     id: str
@@ -230,7 +230,7 @@ def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
     3. Over settings (``min_share``): fails when the rule passes on fewer than that share of them.
     4. With a baseline: a claim that holds for the baseline too does not single the method out: fails. For a
        ``parity`` claim the baseline is a control that must fail the rule (what is compared matters); where it
-       does not, the claim is not testable here.
+       passes, the claim is not testable here, and where it is inconclusive, so is the claim.
     """
     if measurement.not_testable:
         return NOT_TESTABLE, measurement.not_testable
@@ -248,9 +248,12 @@ def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
     if measurement.baseline is not None and result != FAILS:
         base = verdict(claim, measurement.baseline)[0]
         why.append(f"{'control' if claim.parity else 'baseline'}: {_fmt_value(measurement.baseline)}, {base}")
-        if claim.parity and base != FAILS:
-            return NOT_TESTABLE, "; ".join(why + ["the control does not clearly fail the rule, so what is compared "
-                                                 "does not measurably matter at this scale"])
+        if claim.parity and base == HOLDS:
+            return NOT_TESTABLE, "; ".join(why + ["the control passes the rule too, so what is compared does not "
+                                                 "measurably matter at this scale"])
+        if claim.parity and base == INCONCLUSIVE:
+            return INCONCLUSIVE, "; ".join(why + ["the control's interval straddles the threshold: it is not yet "
+                                                 "shown that what is compared matters"])
         if base == HOLDS:
             result = FAILS
         elif base == INCONCLUSIVE:

@@ -54,23 +54,23 @@ PALETTE = {"no dropout (control)": "#949494", "standard (I)": "#0173b2", "locked
 PRESETS = {
     "smoke": dict(
         seeds=1, p=0.5, ptb_hidden=16, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.005, ptb_epochs=1,
-        ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01,
+        ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01,
         conll_embedding=16, conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
         speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
         speed_repeats=1, translation=False, mt_pairs=["de-en", "en-vi"],
         mt_hidden=32, mt_epochs=1, mt_batch=64, device="cpu",
     ),
     "default": dict(
-        seeds=3, p=0.5, ptb_hidden=64, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.12, ptb_epochs=3,
-        ptb_lr=20.0, ptb_clip=0.25, ptb_valid_tokens=10_000, ptb_test_tokens=0, conll_fraction=0.2,
-        conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=3, conll_lr=0.005, conll_eval_sentences=0,
+        seeds=3, p=0.5, ptb_hidden=200, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.03, ptb_epochs=10,
+        ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0, ptb_valid_tokens=10_000, ptb_test_tokens=0,
+        conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=8, conll_lr=0.005, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
         speed_periods=[5], speed_repeats=5, translation=False,
         mt_pairs=["de-en", "en-vi"], mt_hidden=256, mt_epochs=12, mt_batch=64, device="cpu",
     ),
     "paper": dict(
         seeds=3, p=0.5, ptb_hidden=650, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39,
-        ptb_lr=1.0, ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
+        ptb_optimizer="sgd", ptb_lr=1.0, ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
         conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
         speed_periods=[5], speed_repeats=10, translation=True,
@@ -158,7 +158,7 @@ def _train_ptb(t: Task, corpus) -> dict:
     valid = batchify(head(corpus.valid, k["ptb_valid_tokens"]), 10)
     model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], *_dropout(t, k)).to(k["device"])
     rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
-                    clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1)
+                    clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1, optimizer=k["ptb_optimizer"])
     curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"]} for r in rows]
     return {"curve": curve, "valid": rows[-1]["valid_ppl"],
             "test": perplexity(model, batchify(head(corpus.test, k["ptb_test_tokens"]), 10), k["bptt"])}
