@@ -19,7 +19,7 @@ do not depend on how many workers run them; each experiment's outputs are cached
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -421,9 +421,8 @@ def retrieval_at(grid: pd.DataFrame, full_accuracy: float, compression: float, q
     with uniform budgets' gap as the baseline."""
     at = grid[grid.compression == compression].set_index("allocator").retrieval
     uniform = proportion_gap(full_accuracy, float(at["uniform"]), queries)
-    measured = proportion_gap(full_accuracy, float(at["baklava"]), queries)
-    return Measurement(measured.value, measured.interval, baseline=uniform,
-                       note=f"full {full_accuracy:.3f}; " + ", ".join(f"{a} {r:.3f}" for a, r in at.items()))
+    return replace(proportion_gap(full_accuracy, float(at["baklava"]), queries), baseline=uniform,
+                   note=f"full {full_accuracy:.3f}; " + ", ".join(f"{a} {r:.3f}" for a, r in at.items()))
 
 
 def high_compression_gain(grid: pd.DataFrame, queries: int, lowest: float = 0.85) -> Measurement:

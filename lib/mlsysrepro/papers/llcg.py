@@ -376,10 +376,8 @@ def gap_claim(gap_table: pd.DataFrame, method: str, baseline: str | None = None)
     def per_setting(name: str) -> dict:
         return {f"{graph}, {partition}": gap for (graph, partition), gap in gap_table[name].items()}
 
-    base = None if baseline is None else across(per_setting(baseline), note=baseline)
-    measured = across(per_setting(method))
-    return Measurement(measured.value, measured.interval, measured.per_setting, base,
-                       note=f"baseline: {baseline}" if baseline else "")
+    base = None if baseline is None else across(per_setting(baseline))
+    return replace(across(per_setting(method)), baseline=base, note=f"baseline: {baseline}" if baseline else "")
 
 
 def counted_bytes_ratio(engine_logs: pd.DataFrame) -> Measurement:

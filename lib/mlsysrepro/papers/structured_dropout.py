@@ -21,7 +21,7 @@ training step at a time, and an epoch is that step time multiplied by the epoch'
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -501,8 +501,6 @@ def parity_claim(results: pd.DataFrame, task: str) -> Measurement:
         other = test[LABELS[mode]]
         return other / standard - 1 if task == "ptb" else standard - other
 
-    structured, control = from_samples(loss("structured")), from_samples(loss("none"))
     means = test.mean()
-    return Measurement(structured.value, structured.interval, baseline=control,
-                       note=", ".join(f"{mode} {means[mode]:.2f}" for mode in test.columns)
-                            + f" ({len(test)} seeds)")
+    return replace(from_samples(loss("structured")), baseline=from_samples(loss("none")),
+                   note=", ".join(f"{mode} {means[mode]:.2f}" for mode in test.columns) + f" ({len(test)} seeds)")
