@@ -65,7 +65,7 @@ PAPERS: tuple[Paper, ...] = (
                    "figA_growing_local_steps", "engines_serial_vs_distributed")),
     Paper("mvs_gnn", "Minimal Variance Sampling with Provable Guarantees for Fast Training of Graph Neural Networks",
           "KDD 2020", "https://arxiv.org/abs/2006.13866", "Graph learning",
-          figures=("fig2_grad_variance", "fig2_loss_and_score", "fig4_mvs_vs_uns", "fig3_inner_steps",
+          figures=("fig2_grad_variance", "fig2_loss_and_score", "fig2_shared_parameters", "fig4_mvs_vs_uns", "fig3_inner_steps",
                    "table3_score_vs_batch_size", "table4_time_breakdown", "scaling_sampler_throughput")),
     Paper("baklava", "BaKlaVa: Budgeted Allocation of KV Cache for Long-context Inference",
           "arXiv 2025", "https://arxiv.org/abs/2502.13176", "Transformer inference",

@@ -77,7 +77,7 @@ def test_margin_over_others_needs_mvs_best_on_most_settings():
     assert verdict(CLAIMS["C1"], mvs_gnn.margin_over_others(lowest))[0] == "holds"
     lowest.loc[("a", 64), "MVS-GNN"] = 9.0  # the best setting alone never carries the claim: here 5 of 6 hold
     measured = mvs_gnn.margin_over_others(lowest)
-    assert "not best in: a B=64" in measured.note
+    assert measured.note == "not best in: a B=64"
     half = pd.DataFrame({"MVS-GNN": [1.0, 3.0] * 3, "LADIES": [2.0] * 6}, index=index)
     assert verdict(CLAIMS["C1"], mvs_gnn.margin_over_others(half))[0] == "fails"
 

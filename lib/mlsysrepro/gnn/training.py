@@ -9,6 +9,12 @@ where ``g_full`` is the exact gradient of the mean training loss at the current 
 ``g_batch`` the gradient of the sampled loss at the same parameters (dropout off, history left
 untouched), so the number measures the sampler and nothing else. Step times are split into
 sampling, training and refresh (MVS-GNN's checkpoint: the paper's "distribution" time, Table 4).
+
+:func:`gradient_error` splits the same quantity at given parameters into bias and variance,
+
+    E ||g_batch - g_full||^2 = ||E g_batch - g_full||^2 + E ||g_batch - E g_batch||^2,
+
+which is how samplers are compared at shared parameters (one trajectory, every sampler's estimator).
 """
 
 from __future__ import annotations
@@ -70,6 +76,23 @@ def gradient_variance(model, data, sampler, history, adjacency, generator, draws
     model.zero_grad()
     model.train(was_training)
     return var
+
+
+def gradient_error(model, data, sampler, history, adjacency, generator, draws: int) -> dict[str, float]:
+    """The mini-batch gradient as an estimator of the full gradient at the model's current parameters, over
+    ``draws`` batches (dropout off): ``bias2`` = ||mean g_batch - g_full||^2, ``variance`` = mean ||g_batch -
+    mean g_batch||^2, ``error`` = their sum = mean ||g_batch - g_full||^2, ``full`` = ||g_full||^2."""
+    if draws < 2:
+        raise ValueError(f"draws must be >= 2 to split bias from variance, got {draws}")
+    was_training = model.training
+    model.eval()
+    g_full = full_gradient(model, data, adjacency)
+    samples = torch.stack([batch_gradient(model, data, sampler.sample(generator), history) for _ in range(draws)])
+    mean = samples.mean(0)
+    bias2, variance = float(((mean - g_full) ** 2).sum()), float(((samples - mean) ** 2).sum(1).mean())
+    model.zero_grad()
+    model.train(was_training)
+    return {"bias2": bias2, "variance": variance, "error": bias2 + variance, "full": float((g_full ** 2).sum())}
 
 
 @torch.no_grad()
