@@ -50,3 +50,38 @@ def test_a_biased_estimator_shows_its_bias(setting):
     assert measured["bias2"] == pytest.approx(measured["full"], rel=0.5)  # E g_B = 2 g: the bias is g itself
     with pytest.raises(ValueError, match="draws must be >= 2"):
         gradient_error(model, data, sampler, None, data.graph.adjacency(), torch.Generator(), 1)
+
+
+def sampler(name, data, model):
+    from mlsysrepro.gnn.models import History
+    from mlsysrepro.gnn.registry import SamplerOptions, make_sampler
+
+    options = SamplerOptions(8, model.num_layers, 3, 2, 16, 1.0, 1)
+    built = make_sampler(name, data, options, torch.Generator().manual_seed(5))
+    history = None
+    if built.uses_history:  # fresh, as at a checkpoint
+        history = History(model.num_layers, data.num_nodes, model.hidden)
+        history.fill(model.exact_pass(data.x, data.graph.adjacency())[0])
+    built.refresh(model, data, history, 0)
+    return built, history
+
+
+@pytest.mark.parametrize("name", ["UNS", "MVS (all neighbours)", "VR-GCN"])
+def test_samplers_that_read_every_neighbour_or_a_fresh_history_are_unbiased(setting, name):
+    data, model, _ = setting
+    built, history = sampler(name, data, model)
+    draws = 1000
+    measured = gradient_error(model, data, built, history, data.graph.adjacency(), torch.Generator().manual_seed(2),
+                              draws)
+    assert measured["bias2"] <= 4 * measured["variance"] / draws
+
+
+def test_mvs_gnn_history_biases_its_gradient_even_when_fresh(setting):
+    """Eq. 7 of the paper: out-of-batch neighbours enter the first layer as history, a constant, so no gradient
+    reaches the first layer's weights through them; all-neighbour MVS on the same seeds has no such bias."""
+    data, model, _ = setting
+    draws = 1000  # an unbiased estimator's bias² is about variance / draws; this one's stays while draws grow
+    built, history = sampler("MVS-GNN", data, model)
+    biased = gradient_error(model, data, built, history, data.graph.adjacency(), torch.Generator().manual_seed(2),
+                            draws)
+    assert biased["bias2"] > 8 * biased["variance"] / draws
