@@ -133,3 +133,27 @@ def test_graphsaint_normalisation_matches_its_definition():
     for (u, v), value in expected.items():
         pos = graph.indptr[u] + (graph.indices[graph.indptr[u]: graph.indptr[u + 1]] == v).nonzero()[0, 0]
         assert alpha[pos] == pytest.approx(value), (u, v)
+
+
+def test_ladies_as_its_code_keeps_every_row_and_its_full_sum():
+    """With ``renormalise`` (the registry's LADIES), the layer's own nodes join the drawn ones and every sampled
+    row sums to its full row's sum; without it, most rows of a large layer would aggregate nothing."""
+    graph = random_graph(300, 3000, seed=5)
+    seeds = torch.arange(0, 300, 3)
+    batch = S.LayerWise(graph, 1, layer_size=8, kind="ladies", renormalise=True).build(
+        seeds, torch.ones(seeds.numel()), torch.Generator().manual_seed(2))
+    sampled = block_dense(batch, 0, 300).sum(1)
+    assert torch.allclose(sampled, graph.adjacency().to_dense()[seeds].sum(1))
+    plain = S.LayerWise(graph, 1, layer_size=8, kind="ladies").build(seeds, torch.ones(seeds.numel()),
+                                                                     torch.Generator().manual_seed(2))
+    assert (block_dense(plain, 0, 300).sum(1) == 0).float().mean() > 0.5
+
+
+def test_graphsaint_pre_draws_until_its_coverage(monkeypatch):
+    graph = random_graph(200, 800, seed=6)
+    drawn = []
+    original = G.saint_norms
+    monkeypatch.setattr(G, "saint_norms", lambda g, samples, n: drawn.append(sum(s.numel() for s in samples))
+                        or original(g, samples, n))
+    G.SaintNode(graph, torch.arange(100), 2, budget=20, generator=torch.Generator().manual_seed(0), coverage=30)
+    assert drawn[0] >= 30 * 200

@@ -120,8 +120,8 @@ def _vrgcn(data, options, generator):
 
 @register("LADIES")
 def _ladies(data, options, generator):
-    return UniformBatches(LayerWise(data.graph, options.num_layers, options.batch_size, "ladies"), data.train_idx,
-                          options.batch_size)
+    builder = LayerWise(data.graph, options.num_layers, options.batch_size, "ladies", renormalise=True)
+    return UniformBatches(builder, data.train_idx, options.batch_size)
 
 
 @register("FastGCN")

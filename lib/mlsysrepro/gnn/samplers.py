@@ -9,7 +9,9 @@ builder* that grows the per-layer blocks top-down:
   weighted ``P_ij * deg_i / fanout`` (unbiased);
 - :class:`LayerWise`: FastGCN (``q_j ~ ||P[:, j]||^2`` over all nodes) and LADIES (the same
   restricted to the rows of the layer above), ``s`` draws per layer, weighted
-  ``P_ij * count_j / (s q_j)`` (unbiased; LADIES' code also re-normalises rows, which we don't);
+  ``P_ij * count_j / (s q_j)`` (unbiased); with ``renormalise``, as LADIES' code does (the registry's LADIES),
+  the layer's own nodes join the drawn ones and each sampled row is scaled back to the full row's sum (biased
+  but consistent, and without rows that aggregate nothing);
 - :class:`OneHopHistory`: MVS-GNN's batch graph, the batch's rows of ``P`` over the batch and
   its one-hop neighbours, reused at every layer; outside the batch the history stands in;
 - :class:`VRGCN`: node-wise fan-out with VR-GCN's control variate (Chen et al., ICML 2018);
@@ -81,11 +83,12 @@ class NodeWise(LayerByLayer):
 class LayerWise(LayerByLayer):
     """FastGCN (``kind="fastgcn"``) and LADIES (``kind="ladies"``) layer-wise importance sampling."""
 
-    def __init__(self, graph: CSRGraph, num_layers: int, layer_size: int, kind: str = "ladies"):
+    def __init__(self, graph: CSRGraph, num_layers: int, layer_size: int, kind: str = "ladies",
+                 renormalise: bool = False):
         if kind not in ("ladies", "fastgcn"):
             raise ValueError(f"kind must be 'ladies' or 'fastgcn', got {kind!r}")
         super().__init__(graph, num_layers)
-        self.layer_size, self.kind = layer_size, kind
+        self.layer_size, self.kind, self.renormalise = layer_size, kind, renormalise
         self.global_q = graph.column_norms_sq()
 
     def entries(self, dst, layer, generator):
@@ -99,9 +102,16 @@ class LayerWise(LayerByLayer):
         q = q / q.sum()
         drawn = torch.multinomial(q, s, replacement=True, generator=generator)
         count = torch.bincount(drawn, minlength=g.num_nodes).float()
+        if self.renormalise:  # LADIES' code: the layer's own nodes join the drawn ones (each row keeps its self loop)
+            count = count.index_put_((dst,), count[dst].clamp(min=1))
         keep = count[cols] > 0  # drawn nodes no row links to are useless
+        full_sums = torch.zeros(dst.numel()).index_add_(0, rows, vals)
         rows, cols, vals = rows[keep], cols[keep], vals[keep]
-        return rows, cols, vals * count[cols] / (s * q[cols])
+        weighted = vals * count[cols] / (s * q[cols])
+        if self.renormalise:  # and scales each sampled row back to its full row's sum
+            sampled_sums = torch.zeros(dst.numel()).index_add_(0, rows, weighted)
+            weighted = weighted * (full_sums / sampled_sums.clamp(min=1e-12))[rows]
+        return rows, cols, weighted
 
 
 class OneHopHistory:
