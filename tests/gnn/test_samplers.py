@@ -153,7 +153,11 @@ def test_graphsaint_pre_draws_until_its_coverage(monkeypatch):
     graph = random_graph(200, 800, seed=6)
     drawn = []
     original = G.saint_norms
-    monkeypatch.setattr(G, "saint_norms", lambda g, samples, n: drawn.append(sum(s.numel() for s in samples))
-                        or original(g, samples, n))
+    def spy(graph_, samples, num_train):
+        samples = list(samples)
+        drawn.append(sum(s.numel() for s in samples))
+        return original(graph_, samples, num_train)
+
+    monkeypatch.setattr(G, "saint_norms", spy)
     G.SaintNode(graph, torch.arange(100), 2, budget=20, generator=torch.Generator().manual_seed(0), coverage=30)
     assert drawn[0] >= 30 * 200

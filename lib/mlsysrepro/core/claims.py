@@ -198,11 +198,6 @@ def proportion_ratio(first: float, second: float, n: int, note: str = "") -> Mea
     return Measurement(ratio, (ratio * math.exp(-half), ratio * math.exp(half)), note=note)
 
 
-def from_timing(timing, note: str = "") -> Measurement:
-    """A :class:`.timing.Timing` (or a ratio of them): its median and distribution-free 95 % interval."""
-    return Measurement(timing.median, timing.interval, note=note)
-
-
 def not_testable(reason: str) -> Measurement:
     """This run cannot test the claim, and why."""
     if not reason:

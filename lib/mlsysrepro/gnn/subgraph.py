@@ -16,6 +16,8 @@ Both train on an induced subgraph, using its adjacency at every layer.
 
 from __future__ import annotations
 
+from typing import Iterable, Iterator
+
 import numpy as np
 import torch
 
@@ -94,7 +96,7 @@ class ClusterGCN:
         """Cluster-GCN keeps no state between steps."""
 
 
-def saint_norms(graph: CSRGraph, samples: list[torch.Tensor], num_train: int) -> tuple[torch.Tensor, torch.Tensor]:
+def saint_norms(graph: CSRGraph, samples: Iterable[torch.Tensor], num_train: int) -> tuple[torch.Tensor, torch.Tensor]:
     """GraphSAINT's normalisations from pre-drawn node sets (Zeng et al., ICLR 2020, Sec. 3.2).
 
     Returns ``loss_norm`` per node, ``1 / (lambda_v * num_train)`` with ``lambda_v = C_v / len(samples)``,
@@ -103,7 +105,9 @@ def saint_norms(graph: CSRGraph, samples: list[torch.Tensor], num_train: int) ->
     node_count = torch.zeros(graph.num_nodes)
     entry_count = torch.zeros(graph.num_edges)
     member = torch.zeros(graph.num_nodes, dtype=torch.bool)
-    for nodes in samples:
+    draws = 0
+    for nodes in samples:  # consumed one at a time: thousands of small node sets never sit in memory together
+        draws += 1
         member[:] = False
         member[nodes] = True
         node_count[nodes] += 1
@@ -111,7 +115,7 @@ def saint_norms(graph: CSRGraph, samples: list[torch.Tensor], num_train: int) ->
         entry_count[pos[member[graph.indices[pos]]]] += 1
     row_count = node_count[graph.rows]
     alpha = torch.where((entry_count > 0) & (row_count > 0), entry_count / row_count.clamp(min=1), torch.ones(1))
-    lam = node_count / len(samples)
+    lam = node_count / max(draws, 1)
     loss_norm = torch.where(lam > 0, 1.0 / (lam.clamp(min=1e-12) * num_train), torch.zeros(1))
     return loss_norm, alpha
 
@@ -128,11 +132,15 @@ class SaintNode:
         self.is_train[train_idx] = True
         # GraphSAINT's sample_coverage: pre-draw until the node sets hold ``coverage`` times the graph's nodes, so
         # that every count behind a normalisation is large enough to divide by
-        samples, drawn = [], 0
-        while drawn < coverage * graph.num_nodes:
-            samples.append(self.draw_nodes(generator))
-            drawn += samples[-1].numel()
-        self.loss_norm, self.alpha = saint_norms(graph, samples, train_idx.numel())
+        self.loss_norm, self.alpha = saint_norms(graph, self.pre_draws(generator, coverage), train_idx.numel())
+
+    def pre_draws(self, generator: torch.Generator, coverage: float) -> Iterator[torch.Tensor]:
+        """Node sets until they hold ``coverage`` times the graph's nodes."""
+        drawn = 0
+        while drawn < coverage * self.graph.num_nodes:
+            nodes = self.draw_nodes(generator)
+            drawn += nodes.numel()
+            yield nodes
 
     def draw_nodes(self, generator: torch.Generator) -> torch.Tensor:
         return torch.unique(torch.multinomial(self.q, self.budget, replacement=True, generator=generator))
