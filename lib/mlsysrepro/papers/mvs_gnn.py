@@ -46,7 +46,7 @@ PRESETS = {
         shared_checkpoints=[0, 10], shared_draws=4,
         table3_graphs=["minesweeper"], table3_batch_sizes=[64, 256], table3_steps=20, seeds=1,
         table4_graph="minesweeper", table4_layers=3, table4_iterations=5,
-        fig3_graph="minesweeper", fig3_inner_steps=[10, 20], fig3_steps=20,
+        fig3_graphs=["minesweeper"], fig3_inner_steps=[1, 20], fig3_lrs=[0.01, 0.001], fig3_steps=20,
         fig4_graphs=["cora"], fig4_epochs=3, fig4_batch_size=64,
         scaling_sizes=[2_000, 20_000], scaling_batches=2, scaling_metis_limit=200_000,
         hidden=32, lr=0.01, dropout=0.1, gamma=1.0, inner_steps=20, fanout=5, vrgcn_fanout=2, cluster_size=128,
@@ -56,7 +56,8 @@ PRESETS = {
         variance_draws=3, shared_checkpoints=[0, 30, 60, 120], shared_draws=40,
         table3_graphs=["citeseer", "minesweeper"], table3_batch_sizes=[64, 128, 256, 512], table3_steps=100, seeds=3,
         table4_graph="tolokers", table4_layers=5, table4_iterations=20,
-        fig3_graph="citeseer", fig3_inner_steps=[10, 20, 30, 40], fig3_steps=150,
+        fig3_graphs=["citeseer", "minesweeper", "tolokers"], fig3_inner_steps=[1, 5, 20, 40], fig3_lrs=[0.01, 0.001],
+        fig3_steps=150,
         fig4_graphs=["cora", "citeseer"], fig4_epochs=30, fig4_batch_size=64,
         scaling_sizes=[10_000, 100_000, 1_000_000], scaling_batches=5, scaling_metis_limit=200_000,
         hidden=64, lr=0.01, dropout=0.1, gamma=1.0, inner_steps=20, fanout=5, vrgcn_fanout=2, cluster_size=128,
@@ -67,7 +68,7 @@ PRESETS = {
         table3_graphs=["reddit", "ppi", "ppi_large", "yelp"], table3_batch_sizes=[256, 512, 1024, 2048],
         table3_steps=5_000, seeds=3,
         table4_graph="ppi", table4_layers=5, table4_iterations=20,
-        fig3_graph="reddit", fig3_inner_steps=[10, 20, 30, 40], fig3_steps=1_000,
+        fig3_graphs=["reddit"], fig3_inner_steps=[10, 20, 30, 40], fig3_lrs=[0.01, 0.001], fig3_steps=1_000,
         fig4_graphs=["cora", "citeseer"], fig4_epochs=100, fig4_batch_size=64,
         scaling_sizes=[10_000, 100_000, 1_000_000, 10_000_000], scaling_batches=20, scaling_metis_limit=10_000_000,
         hidden=256, lr=0.01, dropout=0.1, gamma=0.1, inner_steps=20, fanout=5, vrgcn_fanout=2, cluster_size=128,
@@ -97,13 +98,15 @@ def _model(data: GraphData, settings, num_layers: int = 2) -> GNN:
     return GNN(data.x.shape[1], settings.hidden, data.num_classes, num_layers, "gcn", settings.dropout)
 
 
-def run_sampler(data, sampler_name, batch_size, settings, seed, steps, log_every, variance_draws, **sampler_options):
-    """Train a 2-layer GCN with one sampler from seeded initial weights; the training log as a DataFrame."""
+def run_sampler(data, sampler_name, batch_size, settings, seed, steps, log_every, variance_draws,
+                lr: float | None = None, **sampler_options):
+    """Train a 2-layer GCN with one sampler from seeded initial weights (Adam at ``lr``, the settings' by
+    default); the training log as a DataFrame."""
     generator = torch.Generator().manual_seed(seed)
     torch.manual_seed(seed)  # the model's initial weights: the same for every sampler
     model = _model(data, settings)
     sampler = make_sampler(sampler_name, data, batch_size, model.num_layers, settings, generator, **sampler_options)
-    log = train(model, data, sampler, steps, generator, settings.lr, log_every, variance_draws,
+    log = train(model, data, sampler, steps, generator, lr or settings.lr, log_every, variance_draws,
                 desc=f"{data.name} {sampler_name} B={batch_size}")
     return log.frame().assign(graph=data.name, sampler=sampler_name, batch_size=batch_size, seed=seed)
 
@@ -205,18 +208,23 @@ def time_breakdown(settings) -> pd.DataFrame:
 
 
 def inner_loop_sweep(settings) -> pd.DataFrame:
-    """Fig. 3: MVS-GNN with K in ``fig3_inner_steps``; variance, train loss and test loss per iteration."""
+    """Fig. 3 with the learning rate beside K: MVS-GNN on each of ``fig3_graphs`` with every K of
+    ``fig3_inner_steps`` at every Adam rate of ``fig3_lrs`` (the notebook's ``lr`` and the authors' code's default,
+    1e-3); variance, train loss and test loss per iteration. A long K at a large rate lets the history and the
+    gradient norms go stale between checkpoints."""
     def compute():
-        data = load_graph(settings.fig3_graph)
-        B = settings.batch_sizes[-1]
-        frames = [run_sampler(data, "MVS-GNN", B, settings, settings.seed, settings.fig3_steps, settings.log_every,
-                              settings.variance_draws, inner_steps=K).assign(inner_steps=K)
-                  for K in settings.fig3_inner_steps]
+        frames = []
+        for graph in settings.fig3_graphs:
+            data = load_graph(graph)
+            B = settings.batch_sizes[-1]
+            frames += [run_sampler(data, "MVS-GNN", B, settings, settings.seed, settings.fig3_steps, settings.log_every,
+                                   settings.variance_draws, lr=lr, inner_steps=K).assign(inner_steps=K, lr=lr)
+                       for lr in settings.fig3_lrs for K in settings.fig3_inner_steps]
         return pd.concat(frames, ignore_index=True)
 
     return cached("fig3_inner_steps", settings, compute,
-                  knobs=MODEL_KNOBS + ("fig3_graph", "fig3_inner_steps", "fig3_steps", "batch_sizes", "log_every",
-                                       "variance_draws"))
+                  knobs=MODEL_KNOBS + ("fig3_graphs", "fig3_inner_steps", "fig3_lrs", "fig3_steps", "batch_sizes",
+                                       "log_every", "variance_draws"))
 
 
 def mvs_vs_uniform(settings) -> pd.DataFrame:
