@@ -111,3 +111,19 @@ def test_ladies_and_graphsaint_learn_on_a_heterophilous_contextual_sbm(sampler):
     log = mvs_gnn.run_sampler(data, sampler, 512, settings, 0, steps=120, log_every=120, variance_draws=0)
     assert log.train_loss.iloc[-1] < 0.8 * log.train_loss.iloc[0]
     assert log.val_score.iloc[-1] > 0.6
+
+
+def test_cost_ratio_is_the_median_round_with_its_interval():
+    from mlsysrepro.core.claims import verdict
+
+    rows = [dict(round=r, sampler=name, sample=0.0, train=t, distribution=0.0, total=t, evaluation_and_setup=0.0)
+            for r, scale in enumerate([1.0, 1.1, 0.9, 1.0, 1.2])
+            for name, t in (("MVS-GNN", 3.0 * scale), ("GraphSAGE", 1.0 * scale), ("LADIES", 2.0))]
+    rounds = pd.DataFrame(rows)
+    measured = mvs_gnn.cost_ratio(rounds)
+    assert measured.value == pytest.approx(3.0) and measured.interval == pytest.approx((3.0, 3.0))
+    assert verdict(CLAIMS["C5"], measured)[0] == "fails"
+    assert "the cheapest: GraphSAGE" in measured.note
+    medians = mvs_gnn.median_times(rounds)
+    assert medians.sampler.tolist() == ["MVS-GNN", "GraphSAGE", "LADIES"]  # the paper's order
+    assert medians.set_index("sampler").loc["GraphSAGE", "total"] == pytest.approx(1.0)
