@@ -1,7 +1,6 @@
 """BaKlaVa's claim measurements on hand-made grids: where each must hold and where it must fail."""
 
 import pandas as pd
-import pytest
 
 from mlsysrepro.core.claims import verdict
 from mlsysrepro.papers import baklava

@@ -109,7 +109,8 @@ class Claim:
     is its best setting ("up to 69 %"), so our best setting is set beside it. ``parity``: a claim that two
     things perform alike, whose ``baseline`` is a control showing that what is compared matters at all (dropout
     against none); where the control passes the rule too, parity says nothing and the claim is not testable,
-    and where the control is inconclusive, so is the claim. ``timing``: measured in wall-clock time (its verdict may change between runs).
+    and where the control is inconclusive, so is the claim. ``timing``: measured in wall-clock time (its
+    verdict may change between runs).
     """
 
     id: str

@@ -81,7 +81,8 @@ def uniform(shape: tuple[int, int], total: int, floor: int, cap: int) -> Allocat
     return Allocation(distribute(torch.ones(shape), total, floor, cap).view(shape))
 
 
-def pyramid(shape: tuple[int, int], total: int, floor: int, cap: int, beta: float = 20.0, window: int = 0) -> Allocation:
+def pyramid(shape: tuple[int, int], total: int, floor: int, cap: int, beta: float = 20.0,
+            window: int = 0) -> Allocation:
     """PyramidKV's layer budgets, as the authors' code and NVIDIA kvpress compute them: linear in depth around the
     mean ``m``, from ``2m - m/beta`` down to ``m/beta``. Where the top would exceed ``cap - window`` it stops there
     and the bottom rises to keep the mean, so the profile stays linear; where the bottom would fall below the

@@ -432,8 +432,8 @@ def high_compression_gain(grid: pd.DataFrame, queries: int, lowest: float = 0.85
     gains = {c: proportion_ratio(float(r.baklava), float(r.uniform), queries) for c, r in high.iterrows()}
     best = max(gains, key=lambda c: gains[c].value)
     return Measurement(gains[best].value, gains[best].interval,
-                       note="; ".join(f"{c:.0%}: {r.baklava:.3f} vs uniform {r.uniform:.3f}" for c, r in high.iterrows())
-                            + f" ({queries} queries)")
+                       note="; ".join(f"{c:.0%}: {r.baklava:.3f} vs uniform {r.uniform:.3f}"
+                                      for c, r in high.iterrows()) + f" ({queries} queries)")
 
 
 def ranking_consistency(agreement: pd.DataFrame, reference: str = "A") -> Measurement:

@@ -87,7 +87,8 @@ CLAIMS = (
           "cheapest per epoch", rule=at_least(1.0), over="every model of `models`"),
     Claim("C4", "Communication stall tracks gradient-tensor count and bytes, not layer count",
           where="Sec. 6 (macroscopic model)", paper_value="tensors and bytes, not layers",
-          unit="min(R² tensors, R² bytes) - R² layers", rule=at_least(0.0), over="the depth family of `macro_models`"),
+          unit="min(R² tensors, R² bytes) - R² layers", rule=at_least(0.0),
+          over="the depth family of `macro_models`"),
     Claim("K1", "The most expensive configuration is never the cheapest per epoch, by construction: the prices grow "
           "linearly with the GPUs, so it could be cheapest only if communication took negative time",
           where="this reproduction", paper_value=1.0, unit="share of models whose priciest configuration is not "

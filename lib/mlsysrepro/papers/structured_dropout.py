@@ -48,13 +48,15 @@ TRAINED_MODES = ("none",) + ACCURACY_MODES
 LABELS = {"none": "no dropout (control)", "standard": "standard (I)", "locked": "locked (II)",
           "structured": "structured (III)", "fixed": "fixed (IV)"}
 #: One colour per mode in every figure (seaborn's colour-blind palette).
-PALETTE = {"no dropout (control)": "#949494", "standard (I)": "#0173b2", "locked (II)": "#de8f05", "structured (III)": "#029e73",
+PALETTE = {"no dropout (control)": "#949494", "standard (I)": "#0173b2", "locked (II)": "#de8f05",
+           "structured (III)": "#029e73",
            "fixed (IV)": "#cc78bc", "torch.nn.LSTM": "#555555"}
 
 PRESETS = {
     "smoke": dict(
         seeds=1, p=0.5, ptb_hidden=16, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.005, ptb_epochs=1,
-        ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0, ptb_valid_tokens=2_000, ptb_test_tokens=2_000, conll_fraction=0.01,
+        ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0, ptb_valid_tokens=2_000, ptb_test_tokens=2_000,
+        conll_fraction=0.01,
         conll_embedding=16, conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
         speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
         speed_repeats=1, translation=False, mt_pairs=["de-en", "en-vi"],
@@ -63,7 +65,8 @@ PRESETS = {
     "default": dict(
         seeds=3, p=0.5, ptb_hidden=200, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.03, ptb_epochs=10,
         ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0, ptb_valid_tokens=10_000, ptb_test_tokens=0,
-        conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=8, conll_lr=0.005, conll_eval_sentences=0,
+        conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=8, conll_lr=0.005,
+        conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
         speed_periods=[5], speed_repeats=5, translation=False,
         mt_pairs=["de-en", "en-vi"], mt_hidden=256, mt_epochs=12, mt_batch=64, device="cpu",
@@ -207,8 +210,8 @@ def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, p
                             lambda: (load_ptb(), load_conll2003()), workers, "training runs", version=2)
 
 
-def _cached_training(name: str, settings, knobs: tuple[str, ...], tasks: list[Task], train, prefetch, workers: int | None,
-                     desc: str, version: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _cached_training(name: str, settings, knobs: tuple[str, ...], tasks: list[Task], train, prefetch,
+                     workers: int | None, desc: str, version: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``train`` over ``tasks`` on a :class:`mlsysrepro.core.tasks.TaskRunner`, cached under ``name`` by the seed
     and ``knobs`` alone (the speed knobs do not change a trained model); ``prefetch`` first fetches the data in
     this process, so that the workers never copy it at once. Returns (results, curves) frames."""
