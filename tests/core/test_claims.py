@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from mlsysrepro.core import (Claim, Measurement, Report, above, across, at_least, at_most, below, from_samples,
-                             is_true, not_testable, resolve, within)
-from mlsysrepro.core.claims import position, round_floats, verdict
+from mlsysrepro.core import (Claim, Measurement, Report, above, across, across_seeds, at_least, at_most, below,
+                             from_samples, is_true, not_testable, resolve, within)
+from mlsysrepro.core.claims import position, round_floats, settings_held, settings_text, verdict
 
 PRESETS = {"smoke": dict(n=1), "default": dict(n=2), "paper": dict(n=3)}
 
@@ -78,6 +78,24 @@ def test_a_claim_over_settings_needs_the_share_and_the_median():
     assert verdict(over, across({"a": 0.01, "b": 0.02, "c": 0.03, "d": -4.0}))[0] == "inconclusive"
     with pytest.raises(ValueError, match="measure it with across"):
         verdict(over, Measurement(0.5))
+
+
+def test_a_setting_whose_seed_interval_straddles_the_threshold_is_undecided():
+    over = claim(min_share=2 / 3)
+    clear = {f"s{i}": [0.2, 0.21, 0.22] for i in range(6)}
+    assert verdict(over, across_seeds(clear))[0] == "holds"
+    noisy = {f"s{i}": [0.2, -0.1, 0.25] for i in range(6)}  # every mean > 0, every t-interval straddles 0
+    measured = across_seeds(noisy)
+    assert measured.value > 0 and settings_held(over.rule, measured) == (0, 6)
+    result, why = verdict(over, measured)
+    assert result == "inconclusive" and "6 undecided" in why
+    assert settings_text(measured).startswith("s0 +0.117 [-0.354, +0.587]; s1 +0.117")
+    consistent = {f"s{i}": [-0.004 + 0.02 * (j - 2) for j in range(5)] for i in range(4)}  # each mean -0.004
+    assert across({k: -0.004 for k in consistent}).interval == pytest.approx((-0.004, -0.004))
+    low, high = across_seeds(consistent).interval  # the seeds' noise widens what the settings alone would give
+    assert low < -0.004 < high and high > 0 and verdict(over, across_seeds(consistent))[0] == "inconclusive"
+    beaten = {f"s{i}": [-0.2, -0.21, -0.22] for i in range(4)} | {"n1": [0.2, -0.1, 0.25], "n2": [0.2, -0.1, 0.25]}
+    assert verdict(over, across_seeds(beaten))[0] == "fails"  # even if both undecided passed: 2 of 6
 
 
 def test_the_best_setting_alone_never_carries_a_claim():

@@ -3,7 +3,8 @@ import torch
 
 from mlsysrepro.gnn import samplers as S
 from mlsysrepro.gnn.models import GNN, History
-from mlsysrepro.gnn.mvs import MVSSampler, gradient_alignment, last_layer_grad_norms, mvs_probabilities
+from mlsysrepro.gnn.losses import output_gradient
+from mlsysrepro.gnn.mvs import MVSSampler, last_layer_grad_norms, mvs_probabilities, sampling_variance
 
 from .conftest import toy_data
 
@@ -115,10 +116,51 @@ def test_gradient_norm_trick_matches_per_node_autograd():
         assert torch.isclose(norms[i], expected, rtol=1e-4)
 
 
-def test_gradient_alignment_is_1_for_equal_and_0_for_cancelling_gradients():
-    logits = torch.tensor([[2.0, 0.0], [2.0, 0.0]])
-    z = torch.tensor([[1.0, 3.0], [1.0, 3.0]])
-    assert gradient_alignment(logits, z, torch.tensor([1, 1])) == pytest.approx(1.0)
+def test_sampling_variance_alignment_is_1_for_equal_and_0_for_cancelling_gradients():
+    logits = torch.tensor([[2.0, 0.0], [2.0, 0.0], [2.0, 0.0]])
+    z = torch.tensor([[1.0, 3.0], [1.0, 3.0], [1.0, 3.0]])
+    equal = sampling_variance(logits, z, torch.tensor([1, 1, 1]), batch_size=1)
+    assert equal["alignment"] == pytest.approx(1.0) and equal["rho"] == pytest.approx(1.0)
     # two nodes with the same features and opposite labels: their gradients cancel exactly
-    logits = torch.zeros(2, 2)
-    assert gradient_alignment(logits, z, torch.tensor([0, 1])) == pytest.approx(0.0, abs=1e-7)
+    cancelling = sampling_variance(torch.zeros(2, 2), z[:2], torch.tensor([0, 1]), batch_size=1)
+    assert cancelling["alignment"] == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="batch_size"):
+        sampling_variance(logits, z, torch.tensor([1, 1, 1]), batch_size=3)
+
+
+def _estimator_variances(logits, z, y, batch_size, draws, generator):
+    """Monte Carlo variances of MVS's Bernoulli estimator and of a uniform batch's, of the mean last-layer gradient."""
+    n = y.numel()
+    per_node = torch.einsum("ic,id->icd", output_gradient(logits, y).double(),
+                            torch.cat([z.double(), torch.ones(n, 1, dtype=torch.double)], 1)).reshape(n, -1)
+    mean = per_node.mean(0)
+    p = mvs_probabilities(per_node.norm(dim=1), batch_size)
+    chosen = (torch.rand(draws, n, generator=generator, dtype=torch.double) < p).double()
+    mvs = (chosen / p / n) @ per_node
+    picks = torch.rand(draws, n, generator=generator).argsort(1)[:, :batch_size]
+    uniform = per_node[picks].mean(1)
+    return float(((mvs - mean) ** 2).sum(1).mean()), float(((uniform - mean) ** 2).sum(1).mean())
+
+
+@pytest.mark.parametrize("spread", [0.3, 3.0])
+def test_sampling_variance_ratio_matches_monte_carlo_of_both_estimators(spread):
+    generator = torch.Generator().manual_seed(0)
+    n, batch_size = 60, 12
+    logits = torch.randn(n, 3, generator=generator) * spread
+    z = torch.randn(n, 4, generator=generator) * torch.rand(n, 1, generator=generator) * spread
+    y = torch.randint(0, 3, (n,), generator=generator)
+    result = sampling_variance(logits, z, y, batch_size)
+    v_mvs, v_uniform = _estimator_variances(logits, z, y, batch_size, 40_000, generator)
+    assert result["last_layer_ratio"] == pytest.approx(v_mvs / v_uniform, rel=0.05)
+    assert result["alignment"] <= result["rho"] + 1e-12
+
+
+def test_rule_of_thumb_is_the_exact_ratio_when_no_probability_is_capped():
+    generator = torch.Generator().manual_seed(1)
+    n = 200
+    logits = torch.randn(n, 2, generator=generator)
+    z = torch.rand(n, 3, generator=generator) + 0.5  # norms within a small factor: no p_i reaches 1 at B = 10
+    y = torch.randint(0, 2, (n,), generator=generator)
+    result = sampling_variance(logits, z, y, batch_size=10)
+    # exact up to the finite-population factor N / (N - 1) that the rule of thumb drops
+    assert result["rule_of_thumb"] * (n - 1) / n == pytest.approx(result["last_layer_ratio"], rel=1e-9)

@@ -85,3 +85,25 @@ def test_mvs_gnn_history_biases_its_gradient_even_when_fresh(setting):
     biased = gradient_error(model, data, built, history, data.graph.adjacency(), torch.Generator().manual_seed(2),
                             draws)
     assert biased["bias2"] > 8 * biased["variance"] / draws
+
+
+@pytest.mark.parametrize("name", ["Cluster-GCN", "MVS-GNN", "GraphSAGE"])
+def test_measuring_the_variance_leaves_the_training_run_as_it_was(name):
+    """The variance's batches come from a generator of their own and a copy of the sampler: Cluster-GCN's epoch
+    queue and the training stream stay as they were, so the losses match a run that never measures."""
+    from mlsysrepro.gnn.registry import SamplerOptions, make_sampler
+    from mlsysrepro.gnn.training import train
+
+    data = toy_data(120, 400, seed=3)
+    losses = []
+    for draws in (0, 3):
+        generator = torch.Generator().manual_seed(0)
+        torch.manual_seed(0)
+        model = GNN(data.x.shape[1], 8, data.num_classes, 2, "gcn", 0.1)
+        sampler = make_sampler(name, data, SamplerOptions(16, 2, cluster_size=20, inner_steps=3), generator)
+        frame = train(model, data, sampler, 8, generator, 0.01, log_every=2, variance_draws=draws,
+                      probe_generator=torch.Generator().manual_seed(1)).frame()
+        losses.append(frame.train_loss.tolist())
+    assert losses[0] == losses[1]
+    with pytest.raises(ValueError, match="probe_generator"):
+        train(model, data, sampler, 2, generator, variance_draws=1)

@@ -28,45 +28,87 @@ def test_lowest_variance_uses_the_median_after_step_0():
     assert table.loc[("g", 8), "A"] == 2.0 and table.loc[("g", 8), "B"] == 3.0
 
 
-def test_iterations_to_loss_targets_the_loss_every_sampler_reaches():
-    f = frame([
-        ("g", 8, "A", 0, 0, 1.0), ("g", 8, "A", 10, 0, 0.6), ("g", 8, "A", 20, 0, 0.3),
-        ("g", 8, "B", 0, 0, 1.0), ("g", 8, "B", 10, 0, 0.4), ("g", 8, "B", 20, 0, 0.35),
-    ])
-    steps = mvs_gnn.iterations_to_loss(f)  # target = max(0.3, 0.35) = 0.35
-    assert steps.loc[("g", 8), "A"] == 20 and steps.loc[("g", 8), "B"] == 20
-    f.loc[4, "train_loss"] = 0.35
-    assert mvs_gnn.iterations_to_loss(f).loc[("g", 8), "B"] == 10
+def _loss_curves(mvs_losses, other_losses, seeds=(0, 1, 2)):
+    rows = [("g", 8, name, step, None, loss + 0.01 * seed, seed)
+            for seed in seeds for name, losses in (("MVS-GNN", mvs_losses), ("LADIES", other_losses))
+            for step, loss in zip((0, 10, 20), losses)]
+    return pd.DataFrame(rows, columns=["graph", "batch_size", "sampler", "step", "grad_variance", "train_loss", "seed"])
 
 
-def test_within_noise_of_best():
+def test_loss_area_rewards_the_sampler_that_gets_there_first():
     from mlsysrepro.core.claims import verdict
 
-    scores = pd.DataFrame([
-        ("g", 64, "MVS-GNN", 0, 0.70), ("g", 64, "MVS-GNN", 1, 0.72),
-        ("g", 64, "LADIES", 0, 0.74), ("g", 64, "LADIES", 1, 0.74),
-        ("g", 512, "MVS-GNN", 0, 0.10), ("g", 512, "MVS-GNN", 1, 0.10),
-        ("g", 512, "LADIES", 0, 0.90), ("g", 512, "LADIES", 1, 0.90),
-    ], columns=["graph", "batch_size", "sampler", "seed", "test_score"])
-    measured = mvs_gnn.within_noise_of_best(mvs_gnn.score_table(scores), max_batch=256)
+    fast = _loss_curves([1.0, 0.4, 0.3], [1.0, 0.8, 0.3])  # both end at 0.3; MVS-GNN gets there sooner
+    areas = mvs_gnn.loss_area(fast)
+    assert areas.loc[("g", 8, 0), "MVS-GNN"] == pytest.approx(1.7 / 3)
+    measured = mvs_gnn.faster_than_others(areas)
+    assert measured.per_setting["g B=8"] > 0 and measured.per_setting_interval["g B=8"][0] > 0
+    assert measured.note == "the fastest other: g B=8 LADIES"
+    assert verdict(CLAIMS["C3"], measured)[0] == "holds"
+    slow = _loss_curves([1.0, 0.8, 0.3], [1.0, 0.4, 0.3])
+    assert verdict(CLAIMS["C3"], mvs_gnn.faster_than_others(mvs_gnn.loss_area(slow)))[0] == "fails"
+
+
+def test_best_at_small_batches_pairs_seeds_and_keeps_small_batches():
+    from mlsysrepro.core.claims import verdict
+
+    rows = [("g", B, name, seed, score) for B in (64, 512) for seed in range(4)
+            for name, score in (("MVS-GNN", 0.70 + 0.02 * seed + (0.01 if B == 64 else -0.3)),
+                                ("LADIES", 0.70 + 0.02 * seed), ("GraphSAGE", 0.5))]
+    scores = pd.DataFrame(rows, columns=["graph", "batch_size", "sampler", "seed", "test_score"])
+    measured = mvs_gnn.best_at_small_batches(scores, max_batch=256)
     assert list(measured.per_setting) == ["g B=64"]
-    assert verdict(CLAIMS["C4"], measured)[0] == "fails"  # 0.71 + 0.014 < 0.74: outside the noise
-    scores.loc[[0, 1], "test_score"] = [0.60, 0.80]  # mean 0.70 but std 0.14 covers the gap
-    assert verdict(CLAIMS["C4"], mvs_gnn.within_noise_of_best(mvs_gnn.score_table(scores), 256))[0] == "holds"
+    assert measured.per_setting["g B=64"] == pytest.approx(0.01)
+    assert measured.per_setting_interval["g B=64"][0] > 0  # paired by seed: the seeds' spread cancels
+    assert "g B=64 LADIES" in measured.note and verdict(CLAIMS["C4"], measured)[0] == "holds"
+    scores.loc[scores.sampler == "MVS-GNN", "test_score"] -= 0.02
+    assert verdict(CLAIMS["C4"], mvs_gnn.best_at_small_batches(scores, 256))[0] == "fails"
+    scores.loc[scores.sampler == "MVS-GNN", "test_score"] += 0.02 + 0.05 * (scores.seed - 1.5)  # mean +0.01, noisy
+    assert verdict(CLAIMS["C4"], mvs_gnn.best_at_small_batches(scores, 256))[0] == "inconclusive"
 
 
-def test_below_uniform_takes_the_median_epoch_per_graph():
+def test_below_uniform_averages_each_epoch_then_takes_the_median_epoch():
     from mlsysrepro.core.claims import verdict
 
-    rows = [(g, s, e, v) for g in ("a", "b", "c", "d") for e, (m, u) in enumerate([(5, 5), (1, 2), (3, 2), (1, 4)])
-            for s, v in (("MVS (all neighbours)", m), ("UNS", u))]
-    f = pd.DataFrame(rows, columns=["graph", "sampler", "epoch", "grad_variance"])
-    measured = mvs_gnn.below_uniform(f)
+    # two logged iterations per epoch; epoch 0 is left out; epoch means (MVS, UNS): (1, 2), (3, 2), (1, 4)
+    per_epoch = [(9, 9), (1, 2), (3, 2), (1, 4)]
+    rows = [(g, name, 10 * epoch + offset, epoch, value)
+            for g in ("a", "b", "c") for epoch, (m, u) in enumerate(per_epoch) for offset, scale in ((0, 0.5), (5, 1.5))
+            for name, value in (("MVS (all neighbours)", m * scale), ("UNS", u * scale))]
+    fig4 = pd.DataFrame(rows, columns=["graph", "sampler", "step", "epoch", "grad_variance"])
+    epochs = mvs_gnn.epoch_variance_ratio(fig4)
+    assert epochs.loc[("a", 1), "ratio"] == pytest.approx(1.0)  # UNS 2 over MVS 1, minus 1
+    measured = mvs_gnn.below_uniform(epochs)
     assert measured.per_setting["a"] == pytest.approx(1.0)  # ratios 1, -1/3, 3: median 1
-    assert "a 67%" in measured.note
+    assert "below UNS in 2 of 3 epochs" in measured.note
     assert verdict(CLAIMS["C2"], measured)[0] == "holds"
-    above = f.assign(grad_variance=f.grad_variance.where(f.sampler == "UNS", 10.0))
-    assert verdict(CLAIMS["C2"], mvs_gnn.below_uniform(above))[0] == "fails"
+    above = fig4.assign(grad_variance=fig4.grad_variance.where(fig4.sampler == "UNS", 10.0))
+    assert verdict(CLAIMS["C2"], mvs_gnn.below_uniform(mvs_gnn.epoch_variance_ratio(above)))[0] == "fails"
+
+
+def test_loss_rise_sums_only_the_increases():
+    rows = [("g", 0.01, 20, step, loss) for step, loss in zip((0, 10, 20, 30), (1.0, 0.5, 0.8, 0.6))]
+    rows += [("g", 0.01, 1, step, loss) for step, loss in zip((30, 0, 10, 20), (0.2, 1.0, 0.5, 0.3))]  # unsorted
+    rises = mvs_gnn.loss_rise(pd.DataFrame(rows, columns=["graph", "lr", "inner_steps", "step", "train_loss"]))
+    assert rises.loc[("g", 0.01), 20] == pytest.approx(0.3) and rises.loc[("g", 0.01), 1] == 0.0
+
+
+def test_rule_of_thumb_check_calls_agreement_only_where_the_interval_clears_1():
+    keys = dict(graph="g", batch_size=8)
+    errors = pd.DataFrame([
+        dict(keys, step=0, sampler="MVS (all neighbours)", error=1.0, error_se=0.01),
+        dict(keys, step=0, sampler="UNS", error=2.0, error_se=0.02),  # MVS clearly lower
+        dict(keys, step=5, sampler="MVS (all neighbours)", error=1.0, error_se=0.5),
+        dict(keys, step=5, sampler="UNS", error=1.1, error_se=0.5),  # too close to call
+        dict(keys, step=9, sampler="MVS (all neighbours)", error=3.0, error_se=0.01),
+        dict(keys, step=9, sampler="UNS", error=1.0, error_se=0.01),  # MVS clearly higher
+    ])
+    diagnostics = pd.DataFrame([dict(keys, step=step, rho=0.5, alignment=0.1, rule_of_thumb=0.6,
+                                     last_layer_ratio=0.6) for step in (0, 5, 9)])
+    checked = mvs_gnn.rule_of_thumb_check(errors, diagnostics).set_index("step")
+    assert checked.loc[0, "measured_ratio"] == pytest.approx(0.5)
+    assert checked.loc[0, "ratio_low"] < 0.5 < checked.loc[0, "ratio_high"] < 1
+    assert checked.agrees.tolist() == [True, None, False]
 
 
 def test_margin_over_others_needs_mvs_best_on_most_settings():
@@ -108,7 +150,7 @@ def test_ladies_and_graphsaint_learn_on_a_heterophilous_contextual_sbm(sampler):
 
     data = contextual_sbm(20_000, torch.Generator().manual_seed(0), num_classes=5, avg_degree=20, homophily=0.3)
     settings = resolve("mvs_gnn", mvs_gnn.PRESETS, {"scale": "default"})
-    log = mvs_gnn.run_sampler(data, sampler, 512, settings, 0, steps=120, log_every=120, variance_draws=0)
+    log = mvs_gnn.run_sampler(data, sampler, 512, settings, 0, steps=120, log_every=120, variance_draws=0, lr=0.01)
     assert log.train_loss.iloc[-1] < 0.8 * log.train_loss.iloc[0]
     assert log.val_score.iloc[-1] > 0.6
 
@@ -123,7 +165,7 @@ def test_cost_ratio_is_the_median_round_with_its_interval():
     measured = mvs_gnn.cost_ratio(rounds)
     assert measured.value == pytest.approx(3.0) and measured.interval == pytest.approx((3.0, 3.0))
     assert verdict(CLAIMS["C5"], measured)[0] == "fails"
-    assert "the cheapest: GraphSAGE" in measured.note
+    assert "the cheapest: GraphSAGE" in measured.note and "MVS-GNN's time: sample 0%, train 100%" in measured.note
     medians = mvs_gnn.median_times(rounds)
     assert medians.sampler.tolist() == ["MVS-GNN", "GraphSAGE", "LADIES"]  # the paper's order
     assert medians.set_index("sampler").loc["GraphSAGE", "total"] == pytest.approx(1.0)

@@ -6,7 +6,7 @@ Public entry points:
   :func:`beside_paper`, a run's setting beside the paper's;
 - :func:`fetch` (``data``): registered datasets, verified by sha256, from ``data/``, a mirror or the web;
 - :class:`Claim` (declared in a paper module), :class:`Report`, the rules :func:`at_most`, :func:`at_least`, ...
-  and the measurements :func:`across`, :func:`from_samples`, :func:`not_testable` (``claims``);
+  and the measurements :func:`across`, :func:`across_seeds`, :func:`from_samples`, :func:`not_testable` (``claims``);
 - :func:`style` and :func:`savefig` (``plots``): one figure style, byte-identical files;
 - :func:`cached` (``cache``): artifacts keyed by the seed and an explicit list of the knobs they depend on;
 - :class:`TaskRunner` (``tasks``): independent tasks in this process, on local processes or on Ray, cached maps;
@@ -16,7 +16,7 @@ Public entry points:
 """
 
 from .cache import cached
-from .claims import (Claim, Measurement, Report, above, across, at_least, at_most, below, from_samples,
+from .claims import (Claim, Measurement, Report, above, across, across_seeds, at_least, at_most, below, from_samples,
                      is_true, not_testable, within)
 from .data import ChecksumError, DatasetError, fetch
 from .plots import savefig, style

@@ -141,13 +141,16 @@ class Measurement:
     ``value`` is compared with the rule; ``interval`` is its 95 % interval where it has spread (seeds,
     timing repeats, a bootstrap over settings); ``per_setting`` the effect on each setting of a
     claim over several (the rule counts those it passes on); ``baseline`` the same measurement
-    for the baseline the paper beats, which must fail the rule; ``not_testable`` the reason this
-    run cannot test the claim (then nothing else is needed).
+    for the baseline the paper beats, which must fail the rule; ``per_setting_interval`` each setting's own 95 %
+    interval where it was measured over seeds (:func:`across_seeds`): a setting whose interval straddles the
+    threshold is undecided; ``not_testable`` the reason this run cannot test the claim (then nothing else is
+    needed).
     """
 
     value: Any = None
     interval: tuple[float, float] | None = None
     per_setting: Mapping[str, float] | None = None
+    per_setting_interval: Mapping[str, tuple[float, float]] | None = None
     baseline: "Measurement | None" = None
     note: str = ""
     not_testable: str = ""
@@ -164,6 +167,31 @@ def across(effects: Mapping[str, float], note: str = "", resamples: int = 2000, 
     medians = np.median(draws, axis=1)
     interval = (float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975)))
     return Measurement(float(np.median(values)), interval, per_setting=effects, note=note)
+
+
+def across_seeds(samples: Mapping[str, Sequence[float]], note: str = "", resamples: int = 2000,
+                 seed: int = 0) -> Measurement:
+    """A claim over several settings, each measured over seeds: per setting the mean with its Student-t interval
+    (:func:`from_samples`); the median of the settings' means with a two-level bootstrap interval (settings drawn
+    with replacement, then each drawn setting's seeds), so the interval carries the seeds' noise as well as the
+    settings' spread. A setting whose own interval straddles the rule's threshold is undecided (:func:`verdict`)."""
+    samples = {str(k): np.asarray(v, dtype=float) for k, v in dict(samples).items()}
+    if not samples or any(v.size == 0 for v in samples.values()):
+        raise ValueError("across_seeds: every setting needs at least one sample")
+    per_setting = {k: from_samples(v.tolist()) for k, v in samples.items()}
+    rng = np.random.default_rng(seed)
+    groups = list(samples.values())
+    picks = rng.integers(len(groups), size=(resamples, len(groups)))
+    means = np.empty(picks.shape)
+    for column, group in enumerate(groups):  # each setting's bootstrap means, then placed wherever it was drawn
+        boot = group[rng.integers(group.size, size=(resamples, group.size))].mean(1)
+        means[picks == column] = boot[(picks == column).nonzero()[0]]
+    medians = np.median(means, axis=1)
+    interval = (float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975)))
+    return Measurement(float(np.median([m.value for m in per_setting.values()])), interval,
+                       per_setting={k: m.value for k, m in per_setting.items()},
+                       per_setting_interval={k: m.interval for k, m in per_setting.items() if m.interval is not None},
+                       note=note)
 
 
 def from_samples(samples: Sequence[float], note: str = "", confidence: float = 0.95) -> Measurement:
@@ -223,7 +251,8 @@ def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
 
     1. ``not_testable`` set: not testable here.
     2. The value against the rule: holds, fails, or inconclusive when the interval straddles the threshold.
-    3. Over settings (``min_share``): fails when the rule passes on fewer than that share of them.
+    3. Over settings (``min_share``): fails when the rule passes on fewer than that share of them, counting the
+       undecided ones (their seed interval straddles the threshold) as passing; inconclusive when it needs them.
     4. With a baseline: a claim that holds for the baseline too does not single the method out: fails. For a
        ``parity`` claim the baseline is a control that must fail the rule (what is compared matters); where it
        passes, the claim is not testable here, and where it is inconclusive, so is the claim.
@@ -238,9 +267,14 @@ def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
         if not measurement.per_setting:
             raise ValueError(f"claim {claim.id} is over settings (min_share); measure it with across()")
         held, total = settings_held(claim.rule, measurement)
-        why.append(f"passes on {held} of {total} settings (needs {math.ceil(claim.min_share * total)})")
-        if held < claim.min_share * total:
+        undecided = settings_undecided(claim.rule, measurement)
+        why.append(f"passes on {held} of {total} settings"
+                   + (f" ({undecided} undecided: their interval straddles the threshold)" if undecided else "")
+                   + f" (needs {math.ceil(claim.min_share * total)})")
+        if held + undecided < claim.min_share * total:
             result = FAILS
+        elif held < claim.min_share * total and result == HOLDS:
+            result = INCONCLUSIVE
     if measurement.baseline is not None and result != FAILS:
         base = verdict(claim, measurement.baseline)[0]
         why.append(f"{'control' if claim.parity else 'baseline'}: {_fmt_value(measurement.baseline)}, {base}")
@@ -257,10 +291,39 @@ def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
     return result, "; ".join(why)
 
 
+def _setting_outcomes(rule: Rule, measurement: Measurement) -> list[bool | None]:
+    """Per setting: True where the rule passes (on the whole interval, where the setting has one), False where it
+    fails (likewise), None where the setting's interval straddles the threshold."""
+    intervals = measurement.per_setting_interval or {}
+    outcomes = []
+    for name, value in (measurement.per_setting or {}).items():
+        ends = {rule(value), *(rule(end) for end in intervals.get(name, ()))}
+        outcomes.append(ends.pop() if len(ends) == 1 else None)
+    return outcomes
+
+
 def settings_held(rule: Rule, measurement: Measurement) -> tuple[int, int]:
-    """(settings where the rule passes, settings) of a measurement made with :func:`across`."""
-    per_setting = measurement.per_setting or {}
-    return sum(rule(v) for v in per_setting.values()), len(per_setting)
+    """(settings where the rule passes, settings) of a measurement made with :func:`across` or :func:`across_seeds`
+    (a setting with an interval passes only if the rule passes on all of it)."""
+    outcomes = _setting_outcomes(rule, measurement)
+    return sum(outcome is True for outcome in outcomes), len(outcomes)
+
+
+def settings_text(measurement: Measurement) -> str:
+    """Each setting's effect, with its own interval where it has one: ``a +0.012 [+0.003, +0.021]; b -0.004``."""
+    intervals = measurement.per_setting_interval or {}
+    parts = []
+    for name, value in (measurement.per_setting or {}).items():
+        text = f"{name} {value:+.3g}"
+        if name in intervals:
+            text += " [{:+.3g}, {:+.3g}]".format(*intervals[name])
+        parts.append(text)
+    return "; ".join(parts)
+
+
+def settings_undecided(rule: Rule, measurement: Measurement) -> int:
+    """Settings whose own interval (:func:`across_seeds`) straddles the rule's threshold."""
+    return sum(outcome is None for outcome in _setting_outcomes(rule, measurement))
 
 
 def position(claim: Claim, measurement: Measurement) -> str:
@@ -343,6 +406,7 @@ class Report:
         claim = self.declared[id]
         result, why = verdict(claim, measurement)
         held = settings_held(claim.rule, measurement) if measurement.per_setting else None
+        undecided = settings_undecided(claim.rule, measurement)
         self.judged.append({
             "id": id,
             "kind": "consistency check" if claim.consistency else "paper claim",
@@ -355,7 +419,8 @@ class Report:
             "over": claim.over,
             "measured": round_floats(measurement.value),
             "interval": round_floats(measurement.interval),
-            "settings_held": None if held is None else f"{held[0]} of {held[1]}",
+            "settings_held": None if held is None else f"{held[0]} of {held[1]}" + (
+                f", {undecided} undecided" if undecided else ""),
             "per_setting": round_floats(measurement.per_setting),
             "baseline": None if measurement.baseline is None else round_floats(measurement.baseline.value),
             "vs_paper": position(claim, measurement),
@@ -365,6 +430,8 @@ class Report:
             "scale": self.settings.scale,
             "timing": claim.timing,
         })
+        if measurement.per_setting_interval:
+            self.judged[-1]["per_setting_interval"] = round_floats(measurement.per_setting_interval)
         return result
 
     def savefig(self, fig, name: str) -> Path:

@@ -62,20 +62,44 @@ def last_layer_grad_norms(logits: torch.Tensor, last_input: torch.Tensor, y: tor
     return output_gradient(logits, y).norm(dim=1) * torch.sqrt((last_input**2).sum(1) + 1.0)
 
 
-def gradient_alignment(logits: torch.Tensor, last_input: torch.Tensor, y: torch.Tensor) -> float:
-    """``||mean_i g_i||^2 / mean_i ||g_i||^2`` of the per-node last-layer gradients (a diagnostic of ours).
+def sampling_variance(logits: torch.Tensor, last_input: torch.Tensor, y: torch.Tensor,
+                      batch_size: int) -> dict[str, float]:
+    """When MVS's batches beat a fixed-size uniform batch: the last layer's per-node gradients ``g_i`` (weight
+    and bias) of ``N`` candidates against batches of (expected) size ``B`` (a diagnostic of ours, not the paper's).
 
-    Bernoulli sampling with probabilities ``p_i`` gives the estimator ``sum_i xi_i g_i / (p_i N)``
-    the variance ``(1/N^2) sum_i (1 - p_i) / p_i ||g_i||^2``: it carries ``||g_i||^2`` where a
-    fixed-size uniform batch carries ``||g_i - g_mean||^2``, so it also pays for the mean
-    gradient. The ratio is 0 when the nodes' gradients cancel out and 1 when they are all equal;
-    the nearer to 1, the more MVS's minimal-variance distribution can lose to a plain uniform batch.
+    The two estimators of the mean gradient have the variances
+
+        V_MVS     = (1/N^2) sum_i (1 - p_i) / p_i ||g_i||^2        (p_i = min(1, ||g_i|| / mu), Eq. 9)
+        V_uniform = (1/B) (1 - B/N) N/(N - 1) E||g_i - g_mean||^2  (B nodes without replacement).
+
+    With no ``p_i`` capped at 1, ``V_MVS = E||g_i||^2 (rho - f) / B`` and ``V_uniform ~ E||g_i||^2 (1 - a)(1 - f) / B``,
+    where ``f = B/N``, ``rho = (E||g_i||)^2 / E||g_i||^2`` (1 when every norm is equal, small when a few nodes
+    dominate) and ``a = ||g_mean||^2 / E||g_i||^2`` (1 when every gradient is equal, 0 when they cancel). The rule
+    of thumb: MVS has the lower variance when ``rho + a (1 - f) < 1`` -- the norms must be spread *and* the
+    gradients must not share a direction; as ``a <= rho``, ``a >= 1/2`` rules MVS out whatever the norms.
+
+    Returns ``rho``, ``alignment`` (a), ``rule_of_thumb`` = (rho - f) / ((1 - a)(1 - f)) and ``last_layer_ratio``
+    = V_MVS / V_uniform with MVS's actual, capped probabilities (ratios < 1: MVS has the lower variance).
     """
-    delta = output_gradient(logits, y)
-    z1 = torch.cat([last_input, torch.ones(y.numel(), 1)], 1)  # the bias is a weight on a constant 1
-    mean_grad = delta.T @ z1 / y.numel()  # the mean of the outer products delta_i z1_i^T
-    mean_sq = ((delta**2).sum(1) * (z1**2).sum(1)).mean()
-    return float((mean_grad**2).sum() / mean_sq)
+    n = y.numel()
+    if not 0 < batch_size < n:
+        raise ValueError(f"batch_size must be in (0, {n}) (the candidates), got {batch_size}")
+    delta = output_gradient(logits, y).double()
+    z1 = torch.cat([last_input.double(), torch.ones(n, 1, dtype=torch.double)], 1)  # the bias: a weight on 1
+    sq_norms = (delta**2).sum(1) * (z1**2).sum(1)  # ||g_i||^2 of the outer product delta_i z1_i^T
+    mean_sq = sq_norms.mean()
+    mean_grad_sq = ((delta.T @ z1 / n) ** 2).sum()
+    rho = float(sq_norms.sqrt().mean() ** 2 / mean_sq)
+    alignment = float(mean_grad_sq / mean_sq)
+    f = batch_size / n
+    p = mvs_probabilities(sq_norms.sqrt(), batch_size)
+    terms = torch.where(p > 0, (1 - p) / p.clamp(min=1e-300) * sq_norms, torch.zeros(1, dtype=torch.double))
+    v_mvs = terms.sum() / n**2
+    v_uniform = (1 - f) / batch_size * n / (n - 1) * (mean_sq - mean_grad_sq)
+    spread = (1 - alignment) * (1 - f)
+    return {"rho": rho, "alignment": alignment,
+            "rule_of_thumb": (rho - f) / spread if spread > 0 else float("inf"),
+            "last_layer_ratio": float(v_mvs / v_uniform) if v_uniform > 0 else float("inf")}
 
 
 class MVSSampler:

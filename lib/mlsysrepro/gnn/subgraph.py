@@ -70,6 +70,13 @@ class ClusterGCN:
         self.is_train[train_idx] = True
         self._queue: list[torch.Tensor] = []
 
+    def __copy__(self) -> "ClusterGCN":
+        """A copy with its own epoch queue: batches drawn from it (to measure a gradient) leave this one's alone."""
+        clone = object.__new__(ClusterGCN)
+        clone.__dict__.update(self.__dict__)
+        clone._queue = list(self._queue)
+        return clone
+
     def epoch(self, generator: torch.Generator) -> list[torch.Tensor]:
         """One epoch: the node sets of its batches (each a union of ``q`` shuffled clusters)."""
         order = torch.randperm(self.num_clusters, generator=generator)

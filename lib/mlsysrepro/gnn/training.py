@@ -7,7 +7,9 @@ training loss, validation and test scores, and the gradient variance
 
 where ``g_full`` is the exact gradient of the mean training loss at the current parameters and
 ``g_batch`` the gradient of the sampled loss at the same parameters (dropout off, history left
-untouched), so the number measures the sampler and nothing else. Step times are split into
+untouched), so the number measures the sampler and nothing else. The measuring batches come from a
+generator of their own and a copy of the sampler (Cluster-GCN's epoch queue stays as it was), so a run
+trains the same whether it measures or not. Step times are split into
 sampling, training and refresh (MVS-GNN's checkpoint: the paper's "distribution" time, Table 4).
 
 :func:`gradient_error` splits the same quantity at given parameters into bias and variance,
@@ -19,6 +21,7 @@ which is how samplers are compared at shared parameters (one trajectory, every s
 
 from __future__ import annotations
 
+import copy
 import time
 from dataclasses import dataclass, field
 
@@ -81,7 +84,8 @@ def gradient_variance(model, data, sampler, history, adjacency, generator, draws
 def gradient_error(model, data, sampler, history, adjacency, generator, draws: int) -> dict[str, float]:
     """The mini-batch gradient as an estimator of the full gradient at the model's current parameters, over
     ``draws`` batches (dropout off): ``bias2`` = ||mean g_batch - g_full||^2, ``variance`` = mean ||g_batch -
-    mean g_batch||^2, ``error`` = their sum = mean ||g_batch - g_full||^2, ``full`` = ||g_full||^2."""
+    mean g_batch||^2, ``error`` = their sum = mean ||g_batch - g_full||^2, ``error_se`` its standard error over the
+    draws, ``full`` = ||g_full||^2."""
     if draws < 2:
         raise ValueError(f"draws must be >= 2 to split bias from variance, got {draws}")
     was_training = model.training
@@ -92,7 +96,9 @@ def gradient_error(model, data, sampler, history, adjacency, generator, draws: i
     bias2, variance = float(((mean - g_full) ** 2).sum()), float(((samples - mean) ** 2).sum(1).mean())
     model.zero_grad()
     model.train(was_training)
-    return {"bias2": bias2, "variance": variance, "error": bias2 + variance, "full": float((g_full ** 2).sum())}
+    per_draw = ((samples - g_full) ** 2).sum(1)
+    return {"bias2": bias2, "variance": variance, "error": bias2 + variance,
+            "error_se": float(per_draw.std() / draws**0.5), "full": float((g_full ** 2).sum())}
 
 
 @torch.no_grad()
@@ -124,8 +130,13 @@ class TrainLog:
 
 
 def train(model: GNN, data: GraphData, sampler, steps: int, generator: torch.Generator, lr: float = 0.01,
-          log_every: int = 10, variance_draws: int = 0, desc: str = "training") -> TrainLog:
-    """Adam on ``steps`` sampled batches; see the module docstring for what is logged."""
+          log_every: int = 10, variance_draws: int = 0, desc: str = "training",
+          probe_generator: torch.Generator | None = None) -> TrainLog:
+    """Adam on ``steps`` sampled batches; see the module docstring for what is logged. The gradient variance's
+    ``variance_draws`` batches come from ``probe_generator`` (needed when ``variance_draws`` > 0)."""
+    if variance_draws and probe_generator is None:
+        raise ValueError("probe_generator is needed to measure the gradient variance (variance_draws > 0), so that "
+                         "measuring leaves the training stream untouched")
     adjacency = data.graph.adjacency()
     history = None
     if sampler.uses_history:
@@ -141,8 +152,8 @@ def train(model: GNN, data: GraphData, sampler, steps: int, generator: torch.Gen
         if step % log_every == 0 or step == steps:
             row = {"step": step, **evaluate(model, data, adjacency)}
             if variance_draws:
-                row["grad_variance"] = gradient_variance(model, data, sampler, history, adjacency, generator,
-                                                         variance_draws)
+                row["grad_variance"] = gradient_variance(model, data, copy.copy(sampler), history, adjacency,
+                                                         probe_generator, variance_draws)
             log.rows.append(row)
         if step == steps:
             break
