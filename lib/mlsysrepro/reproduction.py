@@ -22,8 +22,16 @@ TABLE_START, TABLE_END = "<!-- papers:start -->", "<!-- papers:end -->"
 
 
 def _results(paper: Paper) -> dict | None:
+    """The paper's committed results, None if it has none or its last run failed (its folder then still holds
+    the run before, which no longer describes the notebook)."""
     path = paper.results_path()
-    return json.loads(path.read_text()) if path.exists() else None
+    if not path.exists() or last_run_failed(paper):
+        return None
+    return json.loads(path.read_text())
+
+
+def last_run_failed(paper: Paper) -> bool:
+    return paths.failure_marker(paper.name, paths.COMMITTED_SCALE).exists()
 
 
 def _fmt(value) -> str:
@@ -49,6 +57,8 @@ def status(paper: Paper, results: dict | None) -> str:
     ``not reproduced at this scale`` (none holds)."""
     if not paper.notebook.exists():
         return "planned"
+    if last_run_failed(paper):
+        return "failed in its last run"
     if results is None:
         return "not run"
     counts = tally(results)

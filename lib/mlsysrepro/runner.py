@@ -3,8 +3,11 @@
 ``python -m mlsysrepro.runner [--scale smoke|default] [--only a,b] [--jobs N] [--list]`` runs every
 ``notebooks/*.ipynb`` (the template first) with ``-p scale <scale>`` and kernel ``python3``,
 writes executed copies to ``build/executed/<scale>/``, keeps going past a failing notebook,
-prints a summary (notebook, status, wall time, paper claims' verdicts) and exits 1 if any failed. After a
-``default`` run it regenerates REPRODUCTION.md and the README's paper table.
+prints a summary (notebook, status, wall time, paper claims' verdicts, and the verdicts that changed against the
+results the run replaced) and exits 1 if any failed. A notebook's figures and results.json reach its folder only
+when it succeeds (:meth:`mlsysrepro.core.claims.Report.save`); a failed notebook gets a marker beside the folder
+(:func:`mlsysrepro.core.paths.failure_marker`) and shows no claims, here and in REPRODUCTION.md, until it succeeds
+again. After a ``default`` run the runner regenerates REPRODUCTION.md and the README's paper table.
 
 ``--jobs N`` runs N notebooks at once and splits the machine's cores between them: each kernel gets
 ``cores // N`` torch threads (``OMP_NUM_THREADS``) and as many task workers (``MLSYSREPRO_CORES``, read by
@@ -34,10 +37,32 @@ def notebooks() -> list[Path]:
     return sorted(NOTEBOOKS.glob("*.ipynb"))  # "_template" sorts before every paper
 
 
-def claims_summary(name: str, scale: str) -> str:
-    """The paper claims' verdicts from the run's results.json, ``-`` if it wrote none."""
+def last_results(name: str, scale: str) -> dict | None:
+    """The results.json of the notebook's last successful run at ``scale``, None if there is none."""
     path = paths.output_dir(name, scale) / "results.json"
-    return reproduction.verdict_summary(json.loads(path.read_text()) if path.exists() else None)
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def verdict_changes(before: dict | None, after: dict | None) -> list[str]:
+    """``C3: fails -> inconclusive`` for every claim whose verdict differs between two results.json."""
+    old = {c["id"]: c["verdict"] for c in (before or {}).get("claims", [])}
+    new = {c["id"]: c["verdict"] for c in (after or {}).get("claims", [])}
+    return [f"{claim}: {old.get(claim, 'new')} -> {new.get(claim, 'gone')}"
+            for claim in sorted(set(old) | set(new)) if old.get(claim) != new.get(claim)]
+
+
+def _ipc_kernel_manager():
+    """A kernel manager whose kernel talks to papermill over Unix sockets (IPC), not TCP: nothing listens on a
+    network port, and the kernel does not warn about unencrypted TCP once per notebook."""
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class IPCKernelManager(AsyncKernelManager):
+        @default("transport")
+        def _default_transport(self):
+            return "ipc"
+
+    return IPCKernelManager
 
 
 def run_one(notebook: Path, scale: str, timeout: int) -> str | None:
@@ -55,6 +80,7 @@ def run_one(notebook: Path, scale: str, timeout: int) -> str | None:
             cwd=str(NOTEBOOKS),
             progress_bar=sys.stdout.isatty(),
             execution_timeout=timeout,
+            kernel_manager_class=_ipc_kernel_manager(),
         )
     except Exception as error:  # papermill raises PapermillExecutionError, timeouts, kernel deaths
         return (str(error).strip().splitlines() or [type(error).__name__])[-1][:200]
@@ -92,13 +118,20 @@ def main(argv: list[str] | None = None) -> int:
         with lock:
             print(f"[{i}/{len(found)}] {nb.stem} (scale={args.scale}) ...", flush=True)
         t0 = time.monotonic()
+        before = last_results(nb.stem, args.scale)
         error = run_one(nb, args.scale, args.timeout)
         wall = time.monotonic() - t0
         status = "ok" if error is None else "FAILED"
         with lock:
             print(f"[{i}/{len(found)}] {nb.stem}: {status} in {wall:.0f} s"
                   f" (total {time.monotonic() - start:.0f} s){'' if error is None else ': ' + error}", flush=True)
-        return nb.stem, status, wall, claims_summary(nb.stem, args.scale)
+        if error is not None:  # the folder keeps the last successful run's files; the marker says they are stale
+            marker = paths.failure_marker(nb.stem, args.scale)
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.write_text(error + "\n")
+            return nb.stem, status, wall, "-", []
+        after = last_results(nb.stem, args.scale)
+        return nb.stem, status, wall, reproduction.verdict_summary(after), verdict_changes(before, after)
 
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(run, range(1, len(found) + 1), found))
@@ -107,8 +140,13 @@ def main(argv: list[str] | None = None) -> int:
         reproduction.main([])
     width = max([len(r[0]) for r in rows] + [8])
     print(f"\n{'notebook':<{width}}  status  wall (s)  paper claims")
-    for name, status, wall, claims in rows:
+    for name, status, wall, claims, _ in rows:
         print(f"{name:<{width}}  {status:<6}  {wall:8.0f}  {claims}")
+    changed = [(name, changes) for name, _, _, _, changes in rows if changes]
+    if changed:
+        print("\nverdicts changed against the results this run replaced:")
+        for name, changes in changed:
+            print(f"  {name}: " + "; ".join(changes))
     failed = [r[0] for r in rows if r[1] != "ok"]
     print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
     return 1 if failed else 0

@@ -1,8 +1,14 @@
+import shutil
+from collections import OrderedDict
+
+import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from mlsysrepro.core import cached, resolve
-from mlsysrepro.core.cache import cache_path
+from mlsysrepro.core import cache as cache_module
+from mlsysrepro.core.cache import cache_path, decode, encode, read_entry, source_hash
 
 PRESETS = {"smoke": dict(n=1, workers=1), "default": dict(n=2, workers=2), "paper": dict(n=3, workers=4)}
 
@@ -24,14 +30,17 @@ def test_second_call_loads_instead_of_computing():
     assert cache_path("weights", settings, ["n"]).exists()
 
 
-def test_a_listed_knob_the_seed_or_the_version_recompute():
+def test_a_listed_knob_the_seed_or_the_code_recompute(monkeypatch):
+    from mlsysrepro.core import cache
+
     calls = []
     a = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 12})
     b = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 12, "n": 5})
     c = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 13})
     for settings in (a, b, c):
         cached("weights", settings, counting(calls), knobs=["n"])
-    cached("weights", a, counting(calls), knobs=["n"], version=2)
+    monkeypatch.setattr(cache, "source_hash", lambda module=None: "the code after an edit")
+    cached("weights", a, counting(calls), knobs=["n"])
     assert len(calls) == 4
 
 
@@ -62,3 +71,95 @@ def test_use_cache_false_recomputes_and_overwrites():
     assert len(calls) == 2 and torch.equal(second["w"], torch.arange(3.0) * 2)
     assert torch.equal(cached("weights", settings, counting(calls), knobs=["n"])["w"], second["w"])
     assert not list(cache_path("weights", settings, ["n"]).parent.glob("*.tmp"))
+
+
+def _entry(calls, seed):
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": seed})
+    cached("weights", settings, counting(calls), knobs=["n"])
+    return settings, cache_path("weights", settings, ["n"])
+
+
+def test_a_flipped_byte_is_caught_and_recomputed_with_a_warning_naming_the_file():
+    calls = []
+    settings, path = _entry(calls, 16)
+    blob = bytearray(path.read_bytes())
+    blob[-40] ^= 0x01  # one bit of the payload
+    path.write_bytes(bytes(blob))
+    with pytest.warns(UserWarning, match=f"cache entry {path} is not usable .*SHA-256 does not match"):
+        value = cached("weights", settings, counting(calls), knobs=["n"])
+    assert len(calls) == 2 and torch.equal(value["w"], torch.arange(3.0) * 2)  # the fresh value, not the corrupt one
+    assert torch.equal(read_entry(path)["w"], value["w"])  # and the entry is whole again
+
+
+def test_a_truncated_entry_is_recomputed():
+    calls = []
+    settings, path = _entry(calls, 17)
+    path.write_bytes(path.read_bytes()[:50])
+    with pytest.warns(UserWarning, match=f"cache entry {path} is not usable"):
+        cached("weights", settings, counting(calls), knobs=["n"])
+    assert len(calls) == 2
+
+
+class _Planted:
+    def __reduce__(self):
+        return (shutil.rmtree, ("/nonexistent/planted",))
+
+
+def test_a_planted_pickle_with_a_valid_hash_is_never_run(monkeypatch):
+    """An entry written by someone else, with a correct header, still loads only as tensors and plain data."""
+    calls, ran = [], []
+    settings, path = _entry(calls, 18)
+    monkeypatch.setattr(cache_module, "encode", lambda value: value)  # write the object itself, as torch.save would
+    cache_module.write_entry(path, {"w": _Planted()})
+    monkeypatch.undo()
+    monkeypatch.setattr(shutil, "rmtree", lambda *args: ran.append(args))  # what loading it unsafely would call
+    with pytest.warns(UserWarning, match="does not load as plain data"):
+        cached("weights", settings, counting(calls), knobs=["n"])
+    assert ran == [] and len(calls) == 2
+
+
+def test_frames_series_and_arrays_round_trip_exactly():
+    frame = pd.DataFrame({"graph": ["a", "b", None], "k": [1, 2, 3], "x": [0.5, np.nan, 2.0],
+                          "ok": [True, False, True]})
+    wide = frame.set_index(["graph", "k"])
+    value = (frame, wide, wide.x, OrderedDict(w=torch.ones(2)), np.arange(6.0).reshape(2, 3), [np.int64(3), "s"])
+    back = decode(torch.load(_saved(encode(value)), weights_only=True))
+    pd.testing.assert_frame_equal(back[0], frame, check_exact=True)
+    pd.testing.assert_frame_equal(back[1], wide, check_exact=True)
+    pd.testing.assert_series_equal(back[2], wide.x, check_exact=True)
+    assert isinstance(back[3], OrderedDict) and torch.equal(back[3]["w"], torch.ones(2))
+    assert np.array_equal(back[4], value[4]) and back[5] == [3, "s"] and isinstance(back, tuple)
+    with pytest.raises(TypeError, match="cannot cache a set"):
+        encode({1, 2})
+
+
+def _saved(value):
+    import io
+
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    buffer.seek(0)
+    return buffer
+
+
+def test_the_code_hash_follows_the_modules_a_producer_imports(tmp_path, monkeypatch):
+    """Editing the template's module or a module it imports changes its key; editing another paper's does not."""
+    package = tmp_path / "mlsysrepro"
+    shutil.copytree(cache_module.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(cache_module, "PACKAGE_DIR", package)
+    template = "mlsysrepro.papers.template"
+
+    def fresh():
+        source_hash.cache_clear()
+        return source_hash(template)
+
+    before = fresh()
+    (package / "papers" / "dally.py").write_text((package / "papers" / "dally.py").read_text() + "\n# an edit\n")
+    assert fresh() == before
+    edited = (package / "papers" / "template.py").read_text().replace("lr: float = 0.5", "lr: float = 0.4")
+    (package / "papers" / "template.py").write_text(edited)
+    after_template = fresh()
+    assert after_template != before
+    (package / "core" / "progress.py").write_text((package / "core" / "progress.py").read_text() + "\n# edit\n")
+    assert fresh() != after_template  # the template imports core.progress
+    source_hash.cache_clear()

@@ -232,3 +232,28 @@ def test_timings_are_kept_apart_and_dropped_for_comparison(tmp_path, monkeypatch
     assert saved[0] != saved[1]
     assert without_timings(saved[0]) == without_timings(saved[1])
     assert without_timings(saved[0])["claims"][1]["measured"] == 0.9  # a non-timing claim keeps its value
+
+
+def test_figures_and_results_reach_the_folder_together_only_when_the_run_saves(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    def run(figures, save=True):
+        report = make_report(tmp_path, monkeypatch, TOY_CLAIMS[:1])
+        for name in figures:
+            fig, ax = plt.subplots()
+            ax.plot([0, 1], [0, len(name)])
+            report.savefig(fig, name)
+            plt.close(fig)
+        report.judge("C1", Measurement(1.0))
+        return report.save() if save else report
+
+    first = run(["fig1_a", "fig2_b"])
+    out = first.parent
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    interrupted = run(["fig1_a", "fig3_c"], save=False)  # a run that dies before report.save()
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the previous run's files, all whole
+    assert (interrupted.staging_dir / "fig3_c.svg").exists()
+    run(["fig3_c"])  # the next run clears what the interrupted one staged, and replaces the folder
+    assert sorted(p.name for p in out.iterdir()) == ["fig3_c.png", "fig3_c.svg", "results.json"]
+    assert not interrupted.staging_dir.exists()
+    assert json.loads((out / "results.json").read_text())["figures"] == ["fig3_c.png"]

@@ -65,6 +65,18 @@ def test_corrupt_cached_copy_is_replaced_from_the_mirror(env):
     assert (path / "raw/a.txt").read_bytes() == CONTENT["raw/a.txt"]
 
 
+def test_a_corrupt_copy_with_no_other_source_is_reported_as_corrupt_not_missing(env, monkeypatch):
+    registry = Registry({"toy": make_dataset()}, env / "data")
+    path = registry.fetch("toy")
+    (path / "raw/a.txt").write_bytes(b"tampered")
+    monkeypatch.delenv(data.MIRROR_ENV)
+    with pytest.raises(DatasetError) as info:
+        registry.fetch("toy")
+    message = str(info.value)
+    assert f"{path / 'raw/a.txt'} (corrupt: sha256 {hashlib.sha256(b'tampered').hexdigest()}" in message
+    assert "(missing)" not in message
+
+
 def test_checksum_mismatch_names_file_and_hashes_and_leaves_nothing(env):
     registry = Registry({"toy": make_dataset(corrupt="raw/sub/b.bin")}, env / "data")
     expected = registry.datasets["toy"].files["raw/sub/b.bin"].sha256

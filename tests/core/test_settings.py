@@ -96,3 +96,20 @@ def test_settings_pickle_for_worker_processes():
     assert again == settings and again.n_draws == 3 and again.to_dict() == settings.to_dict()
     with pytest.raises(TypeError):
         again.values["n_draws"] = 4  # still read-only
+
+
+def test_declared_ranges_bound_every_value_and_every_preset():
+    presets = {"smoke": dict(n=1, p=0.5, sizes=[1, 2]), "default": dict(n=2, p=0.5, sizes=[4]),
+               "paper": dict(n=3, p=0.9, sizes=[8])}
+    ranges = {"n": (1, None), "p": (0, 1), "sizes": (1, 64)}
+    assert resolve("p", presets, {"scale": "smoke", "n": 5}, ranges).n == 5
+    with pytest.raises(ValueError, match=r"parameter 'n' must be >= 1, got 0"):
+        resolve("p", presets, {"scale": "smoke", "n": 0}, ranges)
+    with pytest.raises(ValueError, match=r"parameter 'p' must be in \[0, 1\], got 1.5"):
+        resolve("p", presets, {"scale": "smoke", "p": 1.5}, ranges)
+    with pytest.raises(ValueError, match=r"parameter 'sizes' must be in \[1, 64\] \(each element\), got \[2, 128\]"):
+        resolve("p", presets, {"scale": "smoke", "sizes": [2, 128]}, ranges)
+    with pytest.raises(ValueError, match=r"parameter 'smoke.n' must be >= 4, got 1"):
+        resolve("p", presets, {"scale": "smoke"}, {"n": (4, None)})  # the presets themselves are checked
+    with pytest.raises(ValueError, match=r"ranges given for \['m'\]"):
+        resolve("p", presets, {"scale": "smoke"}, {"m": (0, 1)})

@@ -39,3 +39,22 @@ def test_contextual_sbm_is_seeded_and_homophilous():
     same = (a.y[rows] == a.y[cols])[off_diagonal].float().mean()
     assert same > 0.85  # 0.9 + 0.1/4 expected for 4 classes
     assert a.train_idx.numel() + a.val_idx.numel() + a.test_idx.numel() == 2_000
+
+
+def test_a_tampered_processed_file_is_rebuilt_from_the_verified_raw_files():
+    """PyG's processed/ files are derived data: one changed feature value must not reach a run."""
+    from pathlib import Path
+
+    from torch_geometric.datasets import Planetoid
+
+    from mlsysrepro.core import fetch
+    from mlsysrepro.gnn.datasets import PROCESSED_RECORD, load_graph
+
+    original = load_graph("cora").x.clone()
+    processed = Path(fetch("cora")) / "Cora" / "processed"
+    assert (processed / PROCESSED_RECORD).exists()
+    stored = torch.load(processed / "data.pt", weights_only=False)
+    stored[0]["x"][0, 0] += 1.0
+    torch.save(stored, processed / "data.pt")
+    assert Planetoid(str(fetch("cora")), "Cora", split="full")[0].x[0, 0] == original[0, 0] + 1.0  # PyG trusts it
+    assert torch.equal(load_graph("cora").x, original)

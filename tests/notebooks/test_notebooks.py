@@ -131,8 +131,9 @@ def test_paper_results_repeat_with_the_same_seed(path, smoke_runs, tmp_path, mon
         ({"scale": "huge"}, "parameter 'scale' must be one of ['smoke', 'default', 'paper'], got 'huge'"),
         ({"scale": "smoke", "n_draw": 5}, "unknown parameter(s) ['n_draw']"),
         ({"scale": "smoke", "n_draws": "many"}, "parameter 'n_draws' must be of type int"),
+        ({"scale": "smoke", "n_draws": 0}, "parameter 'n_draws' must be >= 2, got 0"),
     ],
-    ids=["unknown-scale", "misspelt-parameter", "wrong-type"],
+    ids=["unknown-scale", "misspelt-parameter", "wrong-type", "out-of-range"],
 )
 def test_bad_parameters_fail_with_a_clear_message(parameters, message, tmp_path):
     with pytest.raises(papermill.PapermillExecutionError) as info:

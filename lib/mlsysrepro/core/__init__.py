@@ -36,6 +36,7 @@ __all__ = [
     "TaskRunner",
     "above",
     "across",
+    "across_seeds",
     "at_least",
     "at_most",
     "below",

@@ -1,66 +1,247 @@
 """Expensive artifacts (trained checkpoints, profiles, simulation tables) cached under ``data/cache/``.
 
-An artifact is keyed by the run's seed, the values of an explicit list of the knobs it depends on, its name and
-a ``version`` the caller bumps when the code that computes it changes. A knob that does not change the artifact
-(a worker count, a speed measurement's size) is left out of the list, so changing it never invalidates the
-cache. ``use_cache=False`` (every notebook's parameter) recomputes and overwrites. Files are written atomically,
-so an interrupted run never leaves a half-written artifact that a later run would trust::
+An artifact is keyed by the run's seed, the values of an explicit list of the knobs it depends on, its name, and
+the **source of the code that computes it**: the module that defines ``compute`` and every module of this package
+it imports, directly or through others (:func:`source_hash`), plus the data registry (``datasets.json``, the
+checksums of every dataset). Editing any of that code or data gives new keys, so no entry outlives the code that
+made it; a change outside it (a notebook, another paper's module, an installed library's version) does not. A knob
+that does not change the artifact (a worker count, a speed measurement's size) is left out of the list, so
+changing it never invalidates the cache. ``use_cache=False`` (every notebook's parameter) recomputes and
+overwrites::
 
     w_star = cached("w_star", settings, fit, knobs=("n_samples", "n_features", "fit_steps"))
+
+An entry is one file, written atomically: a header with the SHA-256 of its payload, then the payload. On read the
+hash is checked and the payload loaded with ``torch.load(weights_only=True)`` -- tensors and plain data only, never
+a pickled object that could run code; data frames are stored as their columns (:func:`encode`). An entry that
+fails either check is recomputed, with a warning that names the file.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
+import io
 import json
 import os
 import tempfile
+import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import numpy as np
+import pandas as pd
 import torch
 
 from . import paths
 from .settings import Settings
 
+PACKAGE = "mlsysrepro"
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
+#: First bytes of every cache entry; the payload's SHA-256 follows on the same line.
+MAGIC = b"mlsysrepro-cache-1 "
 
-def cache_key(name: str, settings: Settings, knobs: Iterable[str], version: int = 1) -> str:
-    """A short stable hash of the paper, the seed, ``name``, ``version`` and the values of ``knobs``; a ValueError
-    names a knob that is not one of the paper's parameters."""
+
+def _module_file(name: str) -> Path | None:
+    """The source file of a module of this package (``mlsysrepro.gnn.mvs``), or None if there is none."""
+    parts = name.split(".")[1:]
+    base = PACKAGE_DIR.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _imports(name: str, path: Path) -> set[str]:
+    """The modules of this package that ``name`` (at ``path``) imports, read from its source."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                module = ".".join(base + ([node.module] if node.module else []))
+            else:
+                module = node.module or ""
+            found.add(module)
+            found.update(f"{module}.{alias.name}" for alias in node.names)  # `from . import plots` names a module
+    return {m for m in found if (m == PACKAGE or m.startswith(PACKAGE + ".")) and _module_file(m) is not None}
+
+
+@functools.lru_cache(maxsize=None)
+def source_hash(module: str | None = None) -> str:
+    """SHA-256 of the source of ``module`` and of every module of this package it imports, transitively, and of
+    the data registry; None or a module outside the package (a notebook's ``__main__``, a test) hashes the whole
+    package."""
+    if module is None or not module.startswith(PACKAGE + ".") or _module_file(module) is None:
+        files = sorted(PACKAGE_DIR.rglob("*.py"))
+    else:
+        seen, todo = set(), [module]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            todo.extend(_imports(name, _module_file(name)))
+        files = sorted({_module_file(name) for name in seen})
+    digest = hashlib.sha256()
+    for path in files + [PACKAGE_DIR / "core" / "datasets.json"]:
+        digest.update(str(path.relative_to(PACKAGE_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def cache_key(name: str, settings: Settings, knobs: Iterable[str], source: str | None = None) -> str:
+    """A short stable hash of the paper, the seed, ``name``, the values of ``knobs`` and :func:`source_hash` of
+    the ``source`` module; a ValueError names a knob that is not one of the paper's parameters."""
     knobs = sorted(set(knobs))
     unknown = [k for k in knobs if k not in settings.values]
     if unknown:
         raise ValueError(f"knobs {unknown} are not parameters of {settings.paper}; parameters: "
                          f"{sorted(settings.values)}")
-    blob = json.dumps([settings.paper, settings.seed, name, version, {k: settings.values[k] for k in knobs}],
-                      sort_keys=True, default=str)
+    blob = json.dumps([settings.paper, settings.seed, name, source_hash(source),
+                       {k: settings.values[k] for k in knobs}], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def cache_path(name: str, settings: Settings, knobs: Iterable[str], version: int = 1) -> Path:
-    """``data/cache/<paper>/<name>-v<version>-<key>.pt``."""
-    return paths.cache_dir() / settings.paper / f"{name}-v{version}-{cache_key(name, settings, knobs, version)}.pt"
+def cache_path(name: str, settings: Settings, knobs: Iterable[str], source: str | None = None) -> Path:
+    """``data/cache/<paper>/<name>-<key>.pt``."""
+    return paths.cache_dir() / settings.paper / f"{name}-{cache_key(name, settings, knobs, source)}.pt"
 
 
-def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: Iterable[str],
-           version: int = 1) -> Any:
-    """Return ``compute()``, loading it from the cache when an artifact for this seed and these ``knobs`` exists.
+# --- plain data in, plain data out: what torch.load(weights_only=True) can read back ------------------------
 
-    ``knobs`` lists every knob ``compute`` reads (directly or through the tasks it runs); ``compute`` must return
-    something ``torch.save`` can store (tensors, state dicts, frames, dicts of numbers). With
-    ``settings.use_cache`` false the artifact is recomputed and overwritten.
-    """
-    path = cache_path(name, settings, knobs, version)
-    if settings.use_cache and path.exists():
-        return torch.load(path, weights_only=False)
-    value = compute()
+def _encode_array(values: np.ndarray) -> Any:
+    if values.dtype.kind in "biuf" and values.dtype != np.float16:
+        return torch.from_numpy(values.copy())  # a copy: owned, writable and contiguous
+    return [encode(v) for v in values.tolist()]
+
+
+def _encode_index(index: pd.Index) -> dict:
+    if isinstance(index, pd.RangeIndex):
+        return {"range": [index.start, index.stop, index.step], "name": index.name}
+    if isinstance(index, pd.MultiIndex):
+        return {"levels": [_encode_index(index.get_level_values(i)) for i in range(index.nlevels)],
+                "names": list(index.names)}
+    return {"values": _encode_array(index.to_numpy()), "dtype": str(index.dtype), "name": index.name}
+
+
+def _decode_index(data: dict) -> pd.Index:
+    if "range" in data:
+        return pd.RangeIndex(*data["range"], name=data["name"])
+    if "levels" in data:
+        return pd.MultiIndex.from_arrays([_decode_index(level) for level in data["levels"]], names=data["names"])
+    return pd.Index(_decode_values(data["values"]), dtype=data["dtype"], name=data["name"])
+
+
+def _decode_values(values: Any) -> Any:
+    return values.numpy() if isinstance(values, torch.Tensor) else [decode(v) for v in values]
+
+
+def encode(value: Any) -> Any:
+    """``value`` as tensors, numbers, strings, lists, tuples and dicts only; a DataFrame or Series becomes its
+    columns, index and dtypes (:func:`decode` rebuilds it). Anything else raises TypeError."""
+    if value is None or isinstance(value, (bool, int, float, str, torch.Tensor)):
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return {"__ndarray__": _encode_array(value), "dtype": str(value.dtype), "shape": list(value.shape)}
+    if isinstance(value, pd.DataFrame):
+        return {"__dataframe__": {
+            "columns": _encode_index(value.columns), "index": _encode_index(value.index),
+            "data": [_encode_array(value.iloc[:, i].to_numpy()) for i in range(value.shape[1])],
+            "dtypes": [str(dtype) for dtype in value.dtypes]}}
+    if isinstance(value, pd.Series):
+        return {"__series__": {"values": _encode_array(value.to_numpy()), "dtype": str(value.dtype),
+                               "index": _encode_index(value.index), "name": encode(value.name)}}
+    if isinstance(value, OrderedDict):
+        return OrderedDict((k, encode(v)) for k, v in value.items())
+    if isinstance(value, dict):
+        return {k: encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(encode(v) for v in value)
+    raise TypeError(f"cannot cache a {type(value).__name__}: store tensors, numbers, strings, frames and "
+                    "lists, tuples or dicts of them")
+
+
+def decode(value: Any) -> Any:
+    """The inverse of :func:`encode`."""
+    if isinstance(value, dict) and "__dataframe__" in value:
+        data = value["__dataframe__"]
+        columns = _decode_index(data["columns"])
+        frame = pd.DataFrame({i: pd.Series(_decode_values(v), dtype=dtype)
+                              for i, (v, dtype) in enumerate(zip(data["data"], data["dtypes"]))})
+        frame.columns, frame.index = columns, _decode_index(data["index"])
+        return frame
+    if isinstance(value, dict) and "__series__" in value:
+        data = value["__series__"]
+        return pd.Series(_decode_values(data["values"]), dtype=data["dtype"], index=_decode_index(data["index"]),
+                         name=decode(data["name"]))
+    if isinstance(value, dict) and "__ndarray__" in value:
+        return np.asarray(_decode_values(value["__ndarray__"]), dtype=value["dtype"]).reshape(value["shape"])
+    if isinstance(value, OrderedDict):
+        return OrderedDict((k, decode(v)) for k, v in value.items())
+    if isinstance(value, dict):
+        return {k: decode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(decode(v) for v in value)
+    return value
+
+
+class CorruptEntry(Exception):
+    """A cache entry whose bytes do not match their recorded hash, or that cannot be read back."""
+
+
+def write_entry(path: Path, value: Any) -> None:
+    """Write ``value`` to ``path`` atomically: the header with the payload's SHA-256, then the payload."""
+    buffer = io.BytesIO()
+    torch.save(encode(value), buffer)
+    payload = buffer.getvalue()
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
     try:
-        torch.save(value, tmp)
+        with os.fdopen(fd, "wb") as file:
+            file.write(MAGIC + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
+
+
+def read_entry(path: Path) -> Any:
+    """The value stored at ``path``; :class:`CorruptEntry` if its hash does not match or it cannot be loaded."""
+    blob = path.read_bytes()
+    header, _, payload = blob.partition(b"\n")
+    if not header.startswith(MAGIC):
+        raise CorruptEntry("no mlsysrepro cache header")
+    if hashlib.sha256(payload).hexdigest().encode() != header[len(MAGIC):]:
+        raise CorruptEntry("its SHA-256 does not match the one recorded when it was written")
+    try:
+        return decode(torch.load(io.BytesIO(payload), weights_only=True))
+    except Exception as error:  # an entry that passes its hash but not the safe loader was not written by us
+        raise CorruptEntry(f"it does not load as plain data ({type(error).__name__}: {error})") from error
+
+
+def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: Iterable[str],
+           source: str | None = None) -> Any:
+    """Return ``compute()``, loading it from the cache when a verified entry for this seed, these ``knobs`` and
+    this code exists.
+
+    ``knobs`` lists every knob ``compute`` reads (directly or through the tasks it runs); ``source`` names the
+    module whose code (with everything of this package it imports) computes the value, by default the one that
+    defines ``compute``. ``compute`` must return tensors, numbers, strings, data frames, or lists, tuples and
+    dicts of them. With ``settings.use_cache`` false the entry is recomputed and overwritten.
+    """
+    path = cache_path(name, settings, knobs, source or compute.__module__)
+    if settings.use_cache and path.exists():
+        try:
+            return read_entry(path)
+        except (CorruptEntry, OSError) as error:
+            warnings.warn(f"cache entry {path} is not usable ({error}); recomputing it", stacklevel=2)
+    value = compute()
+    write_entry(path, value)
     return value

@@ -33,13 +33,15 @@ from __future__ import annotations
 import json
 import math
 import operator
+import os
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import plots
+from . import paths, plots
 from .settings import Settings
 
 #: Significant digits kept for floats in results.json.
@@ -383,10 +385,16 @@ class Report:
         if len(set(ids)) != len(ids):
             raise ValueError(f"claim ids declared twice: {sorted({i for i in ids if ids.count(i) > 1})}")
         self.declared = {c.id: c for c in self.claims}
+        shutil.rmtree(self.staging_dir, ignore_errors=True)  # what an interrupted run left behind
 
     @property
     def out_dir(self) -> Path:
         return self.settings.out_dir
+
+    @property
+    def staging_dir(self) -> Path:
+        """Where this run's figures wait until :meth:`save` moves them into :attr:`out_dir` with results.json."""
+        return self.out_dir.parent / f".{self.out_dir.name}.staging"
 
     def metric(self, name: str, value: Any, timing: bool = False) -> Any:
         """Record a measured quantity (a number, or a nested dict/list of numbers).
@@ -435,8 +443,9 @@ class Report:
         return result
 
     def savefig(self, fig, name: str) -> Path:
-        """Save ``fig`` as ``<out_dir>/<name>.png`` and ``.svg`` and list it in results.json."""
-        path = plots.savefig(fig, self.out_dir, name)
+        """Save ``fig`` as ``<name>.png`` and ``.svg`` and list it in results.json; the files reach ``out_dir`` with
+        results.json, when :meth:`save` succeeds."""
+        path = plots.savefig(fig, self.staging_dir, name)
         if name not in self.figures:
             self.figures.append(name)
         return path
@@ -467,17 +476,24 @@ class Report:
         }
 
     def save(self) -> Path:
-        """Write ``results.json`` atomically; returns its path. Every declared claim must have been judged."""
+        """Write ``results.json`` beside this run's figures and move them all into ``out_dir`` together, replacing
+        the previous run's folder (two renames: a run that fails or is interrupted before this leaves the previous
+        results whole, and no figure of an older run survives beside a newer results.json); returns the path of
+        results.json. Every declared claim must have been judged."""
         missing = [c.id for c in self.claims if not any(j["id"] == c.id for j in self.judged)]
         if missing:
             raise ValueError(f"claims {missing} are declared but not judged; judge them (not_testable(reason) "
                              "where this run cannot test them) before saving")
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        path = self.out_dir / "results.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
-        tmp.replace(path)
-        return path
+        self.staging_dir.mkdir(parents=True, exist_ok=True)
+        (self.staging_dir / "results.json").write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
+        previous = self.out_dir.parent / f".{self.out_dir.name}.previous"
+        shutil.rmtree(previous, ignore_errors=True)
+        if self.out_dir.exists():
+            os.replace(self.out_dir, previous)
+        os.replace(self.staging_dir, self.out_dir)
+        shutil.rmtree(previous, ignore_errors=True)
+        paths.failure_marker(self.settings.paper, self.settings.scale).unlink(missing_ok=True)
+        return self.out_dir / "results.json"
 
 
 def load_results(path: Path) -> dict[str, Any]:

@@ -118,11 +118,13 @@ class Registry:
         return target
 
     def _fetch_file(self, dataset: Dataset, rel: str, entry: FileEntry, dest: Path) -> None:
+        looked = [f"{dest} (missing)"]
         if dest.exists():
-            if sha256_of(dest) == entry.sha256:
+            actual = sha256_of(dest)
+            if actual == entry.sha256:
                 return
             dest.unlink()  # a corrupt or stale copy is never used; fetch it again below
-        looked = [f"{dest} (missing)"]
+            looked = [f"{dest} (corrupt: sha256 {actual}, expected {entry.sha256}; deleted)"]
         mirror = os.environ.get(MIRROR_ENV)
         if mirror:
             source = Path(mirror) / dataset.mirror / rel

@@ -2,10 +2,13 @@
 
 :func:`launch` runs ``worker(rank, world_size, *args)`` in ``world_size`` fresh processes
 (``torch.multiprocessing`` spawn), each already inside a gloo (or NCCL) process group on 127.0.0.1 at a
-free port, and returns their return values in rank order. A worker that raises ends the run at
-once: the other processes are killed and the worker's exception is re-raised here with its
-traceback. A run that outlives ``timeout`` seconds (a hung collective, a deadlock) is killed
-the same way and raises :class:`TimeoutError`. No process outlives the call.
+free port, and returns their return values in rank order. Every socket is on the loopback interface: rank 0's
+rendezvous store listens on a socket bound to 127.0.0.1 and gloo's connections use ``lo``. A worker that raises
+ends the run at once: the other processes are killed and the worker's exception is re-raised here with its
+traceback. A rank that dies without a word (a signal, an abort) is the one blamed, with its signal, not the
+survivors that then fail to reach it. A run that outlives ``timeout`` seconds (a hung collective, a deadlock) is
+killed the same way and raises :class:`TimeoutError`. No process outlives the call, and none outlives the caller:
+each rank dies with its parent (:func:`mlsysrepro.core.orphans.die_with_parent`).
 
 :func:`init_from_env` is the same worker's entry point under ``torchrun``, which sets
 ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (several hosts included);
@@ -18,6 +21,7 @@ import datetime
 import os
 import pickle
 import queue
+import signal
 import socket
 import time
 import traceback
@@ -25,6 +29,11 @@ from typing import Any, Callable
 
 import torch.distributed as dist
 import torch.multiprocessing as mp
+
+from .orphans import die_with_parent
+
+#: Seconds the launcher waits, after a rank reports a failure, for a rank that died silently to show up as dead.
+SETTLE_SECONDS = 2.0
 
 
 class WorkerError(RuntimeError):
@@ -58,14 +67,30 @@ def leave() -> None:
         dist.destroy_process_group()
 
 
-def _entry(rank, world_size, port, timeout, threads, backend, worker, payload, results) -> None:
+def loopback_store(rank: int, world_size: int, port: int, timeout: float) -> dist.TCPStore:
+    """The rendezvous store on 127.0.0.1 only: rank 0 serves it on a socket it binds to the loopback address itself
+    (torch's own server would listen on every interface)."""
+    wait = datetime.timedelta(seconds=timeout)
+    if rank != 0:
+        return dist.TCPStore("127.0.0.1", port, world_size, False, timeout=wait)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", port))
+    listener.listen()
+    # detached: the store's server thread owns the descriptor until the process ends
+    return dist.TCPStore("127.0.0.1", port, world_size, True, timeout=wait, master_listen_fd=listener.detach())
+
+
+def _entry(rank, world_size, port, timeout, threads, backend, worker, payload, results, parent) -> None:
+    die_with_parent(parent)
     import torch
 
     torch.set_num_threads(threads)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world_size),
-                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world_size))
+                      LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world_size), GLOO_SOCKET_IFNAME="lo")
     try:
-        init_from_env(timeout, backend)
+        dist.init_process_group(backend, store=loopback_store(rank, world_size, port, timeout), rank=rank,
+                                world_size=world_size, timeout=datetime.timedelta(seconds=timeout))
         value = worker(rank, world_size, *pickle.loads(payload))
         leave()
         results.put((rank, True, pickle.dumps(value)))
@@ -95,12 +120,14 @@ def launch(worker: Callable[..., Any], world_size: int, args: tuple = (), timeou
     # arguments and results travel as plain pickles: torch's queue would share tensors through file
     # descriptors that vanish when the process that made them exits
     payload = pickle.dumps(tuple(args))
+    parent = os.getpid()
     procs = [ctx.Process(target=_entry, daemon=True,
-                         args=(rank, world_size, port, timeout, threads, backend, worker, payload, results))
+                         args=(rank, world_size, port, timeout, threads, backend, worker, payload, results, parent))
              for rank in range(world_size)]
     for p in procs:
         p.start()
     values: dict[int, Any] = {}
+    deaths = _Deaths(procs)
     deadline = time.monotonic() + timeout
     try:
         while len(values) < world_size:
@@ -109,14 +136,18 @@ def launch(worker: Callable[..., Any], world_size: int, args: tuple = (), timeou
                 raise TimeoutError(f"distributed run exceeded its timeout of {timeout:g} s; "
                                    f"ranks still running: {sorted(set(range(world_size)) - set(values))}")
             try:
-                rank, ok, value = results.get(timeout=min(remaining, 0.5))
+                rank, ok, value = results.get(timeout=min(remaining, 0.1))
             except queue.Empty:
-                dead = [r for r, p in enumerate(procs) if p.exitcode not in (None, 0) and r not in values]
-                if dead:
-                    raise WorkerError(f"rank {dead[0]} died with exit code {procs[dead[0]].exitcode} "
-                                      "before reporting a result")
+                silent = deaths.silent()
+                if silent:
+                    raise WorkerError(deaths.describe(silent[0]) + " before reporting a result")
                 continue
+            deaths.reported.add(rank)
             if not ok:
+                silent = deaths.silent(settle=SETTLE_SECONDS)  # a peer that vanished explains "connection closed"
+                if silent:
+                    raise WorkerError(f"{deaths.describe(silent[0])} without reporting; then rank {rank} failed:\n"
+                                      f"{value}")
                 raise WorkerError(f"rank {rank} failed:\n{value}")
             values[rank] = pickle.loads(value)
     finally:
@@ -127,3 +158,31 @@ def launch(worker: Callable[..., Any], world_size: int, args: tuple = (), timeou
             p.join()
         results.close()
     return [values[r] for r in range(world_size)]
+
+
+class _Deaths:
+    """The launcher's record of which ranks reported and which died, in the order it saw them die."""
+
+    def __init__(self, procs):
+        self.procs, self.reported, self.order = procs, set(), []
+
+    def _look(self) -> None:
+        for rank, process in enumerate(self.procs):
+            if process.exitcode is not None and rank not in self.order:
+                self.order.append(rank)
+
+    def silent(self, settle: float = 0.0) -> list[int]:
+        """Ranks that exited with an error without reporting, first to die first; waits up to ``settle`` seconds
+        for one to appear."""
+        end = time.monotonic() + settle
+        while True:
+            self._look()
+            found = [r for r in self.order if self.procs[r].exitcode != 0 and r not in self.reported]
+            if found or time.monotonic() >= end:
+                return found
+            time.sleep(0.05)
+
+    def describe(self, rank: int) -> str:
+        code = self.procs[rank].exitcode
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        return f"rank {rank} died with {how}"

@@ -45,3 +45,9 @@ def figures_root(scale: str) -> Path:
 def output_dir(paper: str, scale: str) -> Path:
     """Where a run of ``paper`` at ``scale`` writes its figures and ``results.json``."""
     return figures_root(scale) / paper
+
+
+def failure_marker(paper: str, scale: str) -> Path:
+    """A file beside the output folder that says the notebook's last run at ``scale`` failed (and why); the runner
+    writes it, a successful :meth:`mlsysrepro.core.claims.Report.save` removes it."""
+    return figures_root(scale) / f".{paper}.failed"

@@ -95,8 +95,20 @@ def _check_type(name: str, value: Any, kind: type) -> Any:
     return value
 
 
-def validate_presets(presets: Mapping[str, Mapping[str, Any]]) -> None:
-    """Check a PRESETS table: exactly the three scales, the same knobs with the same types in each."""
+def _check_range(name: str, value: Any, bounds: tuple[float | None, float | None]) -> None:
+    """Raise unless ``value`` (every element, for a list) lies within the inclusive ``bounds`` (None: unbounded)."""
+    low, high = bounds
+    for item in value if isinstance(value, (list, tuple)) else (value,):
+        if (low is not None and item < low) or (high is not None and item > high):
+            allowed = f">= {low}" if high is None else f"<= {high}" if low is None else f"in [{low}, {high}]"
+            raise ValueError(f"parameter {name!r} must be {allowed}" + (" (each element)" if value is not item else "")
+                             + f", got {value!r}")
+
+
+def validate_presets(presets: Mapping[str, Mapping[str, Any]],
+                     ranges: Mapping[str, tuple[float | None, float | None]] | None = None) -> None:
+    """Check a PRESETS table: exactly the three scales, the same knobs with the same types in each, each within
+    its declared range."""
     if tuple(presets) != SCALES:
         raise ValueError(f"PRESETS must define the scales {SCALES} in that order, got {tuple(presets)}")
     reference = presets["default"]
@@ -109,15 +121,22 @@ def validate_presets(presets: Mapping[str, Mapping[str, Any]]) -> None:
             if name in COMMON:
                 raise ValueError(f"PRESETS may not redefine the common parameter {name!r}")
             _check_type(f"{scale}.{name}", value, type(reference[name]))
+            if name in (ranges or {}):
+                _check_range(f"{scale}.{name}", value, ranges[name])
+    stray = sorted(set(ranges or {}) - set(reference))
+    if stray:
+        raise ValueError(f"ranges given for {stray}, which are not knobs of these PRESETS")
 
 
-def resolve(paper: str, presets: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any]) -> Settings:
+def resolve(paper: str, presets: Mapping[str, Mapping[str, Any]], params: Mapping[str, Any],
+            ranges: Mapping[str, tuple[float | None, float | None]] | None = None) -> Settings:
     """Merge ``params`` over the preset of ``params['scale']`` and validate every value.
 
     ``params`` holds the notebook's parameters; a knob whose value is ``None`` takes the
-    preset's value. Raises ``ValueError`` naming the offending parameter and what is allowed.
+    preset's value. ``ranges`` (a paper module's ``RANGES``) gives a knob its inclusive bounds, ``(1, None)`` for
+    a count. Raises ``ValueError`` naming the offending parameter and what is allowed.
     """
-    validate_presets(presets)
+    validate_presets(presets, ranges)
     allowed = sorted(set(COMMON) | set(presets["default"]))
     unknown = sorted(set(params) - set(allowed))
     if unknown:
@@ -134,6 +153,8 @@ def resolve(paper: str, presets: Mapping[str, Mapping[str, Any]], params: Mappin
     for name, preset_value in presets[scale].items():
         given = params.get(name)
         values[name] = preset_value if given is None else _check_type(name, given, type(preset_value))
+        if name in (ranges or {}):
+            _check_range(name, values[name], ranges[name])
     return Settings(paper, common["scale"], common["seed"], common["use_cache"], MappingProxyType(values))
 
 
@@ -150,8 +171,9 @@ def injected_parameter_names(history: list[str]) -> set[str]:
     return names
 
 
-def resolve_notebook(paper: str, presets: Mapping[str, Mapping[str, Any]], namespace: Mapping[str, Any]) -> Settings:
-    """:func:`resolve` for a notebook: ``settings = resolve_notebook("llcg", PRESETS, globals())``.
+def resolve_notebook(paper: str, presets: Mapping[str, Mapping[str, Any]], namespace: Mapping[str, Any],
+                     ranges: Mapping[str, tuple[float | None, float | None]] | None = None) -> Settings:
+    """:func:`resolve` for a notebook: ``settings = resolve_notebook("llcg", PRESETS, globals(), RANGES)``.
 
     Reads the common parameters and every knob from the notebook's namespace, and rejects any
     name papermill injected that is not a parameter (a misspelt ``-p``), which papermill
@@ -161,7 +183,7 @@ def resolve_notebook(paper: str, presets: Mapping[str, Mapping[str, Any]], names
     params = {name: namespace[name] for name in known if name in namespace}
     for name in injected_parameter_names(list(namespace.get("In", []))):
         params.setdefault(name, namespace.get(name))
-    return resolve(paper, presets, params)
+    return resolve(paper, presets, params, ranges)
 
 
 def beside_paper(settings: Settings, paper: Mapping[str, Any], ours: Mapping[str, Any] | None = None):

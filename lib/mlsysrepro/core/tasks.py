@@ -13,7 +13,8 @@ order:
 Results must not depend on where they were computed: each task seeds its own randomness, and every task runs
 with one torch thread wherever it runs (in this process too), so a run gives the same numbers whatever
 ``workers`` and the backend are. Local workers ignore SIGINT (an interrupt reaches the notebook, which stops
-them) and show no progress bars.
+them), die with the process that started them (:func:`mlsysrepro.core.orphans.die_with_parent`) and show no
+progress bars.
 
 :meth:`TaskRunner.cached_map` is the map cached under a name with the explicit list of knobs the results depend
 on (:func:`mlsysrepro.core.cache.cached`)::
@@ -33,6 +34,7 @@ from multiprocessing import get_context
 from typing import Any, Callable, Iterable, Iterator
 
 from .cache import cached
+from .orphans import die_with_parent
 from .progress import progress
 from .settings import Settings
 
@@ -59,7 +61,8 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _start_local_worker() -> None:
+def _start_local_worker(parent: int) -> None:
+    die_with_parent(parent)
     import torch
 
     torch.set_num_threads(1)
@@ -96,7 +99,8 @@ class TaskRunner:
             with one_thread():
                 return [fn(task) for task in progress(tasks, desc)]
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, get_context("spawn"), initializer=_start_local_worker)
+            self._pool = ProcessPoolExecutor(self.workers, get_context("spawn"), initializer=_start_local_worker,
+                                             initargs=(os.getpid(),))
             weakref.finalize(self, self._pool.shutdown)
         return list(progress(self._pool.map(fn, tasks), desc, total=len(tasks)))
 
@@ -111,11 +115,10 @@ class TaskRunner:
         return [ray.get(ref) for ref in progress(refs, desc)]
 
     def cached_map(self, name: str, settings: Settings, fn: Callable[[Any], Any], tasks: Iterable[Any], *,
-                   knobs: Iterable[str], desc: str = "tasks", prepare: Callable[[], Any] | None = None,
-                   version: int = 1) -> list[Any]:
-        """:meth:`map`, cached as ``name`` by the seed and ``knobs`` (every knob the results depend on). ``prepare``
-        runs first, in this process, when the results are computed (fetch the data here, so that the workers never
-        write it at once)."""
+                   knobs: Iterable[str], desc: str = "tasks", prepare: Callable[[], Any] | None = None) -> list[Any]:
+        """:meth:`map`, cached as ``name`` by the seed, ``knobs`` (every knob the results depend on) and the code
+        of ``fn``'s module (:func:`mlsysrepro.core.cache.cached`). ``prepare`` runs first, in this process, when the
+        results are computed (fetch the data here, so that the workers never write it at once)."""
         tasks = list(tasks)
 
         def compute():
@@ -123,7 +126,7 @@ class TaskRunner:
                 prepare()
             return self.map(fn, tasks, desc)
 
-        return cached(name, settings, compute, knobs=knobs, version=version)
+        return cached(name, settings, compute, knobs=knobs, source=fn.__module__)
 
     def close(self) -> None:
         """Stop the local workers (a later :meth:`map` starts new ones)."""

@@ -6,13 +6,19 @@ trains), ``tolokers`` and ``minesweeper`` (HeterophilousGraphDataset, one of its
 50/25/25 % splits, scored by ROC-AUC), and ``csbm`` (a contextual stochastic block model,
 :func:`contextual_sbm`, for graphs up to 10^6 nodes). The papers' large graphs (Reddit, PPI,
 PPI-large, Yelp) load with :func:`load_graphsaint` once they are added to the data registry.
+
+The raw files are verified by the registry; the files PyG derives from them (``processed/``) are verified too
+(:func:`verified_pyg`): their SHA-256s are recorded when PyG builds them and checked on every load, and a
+mismatch rebuilds them from the raw files.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
+import hashlib
 import json
+import os
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -58,17 +64,43 @@ def _from_pyg(name: str, data, train, val, test, metric: str) -> GraphData:
     return GraphData(name, data.x.float(), data.y.long(), graph, *idx, int(data.y.max()) + 1, metric)
 
 
+#: The record of a PyG ``processed/`` folder's files and their SHA-256s, written inside it.
+PROCESSED_RECORD = "SHA256SUMS.json"
+
+
+def _processed_hashes(folder: Path) -> dict[str, str]:
+    return {path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(folder.iterdir()) if path.is_file() and path.name != PROCESSED_RECORD}
+
+
+def verified_pyg(dataset_class, root: Path, *args, **kwargs):
+    """``dataset_class(str(root), *args, **kwargs)`` (a PyG dataset) whose ``processed/`` files match the SHA-256s
+    recorded when they were built; files that do not match, or that have no record, are deleted and built again
+    from the verified raw files, and the new record written."""
+    dataset = dataset_class(str(root), *args, **kwargs)
+    folder = Path(dataset.processed_dir)
+    record = folder / PROCESSED_RECORD
+    if record.exists() and json.loads(record.read_text()) == _processed_hashes(folder):
+        return dataset
+    shutil.rmtree(folder)
+    dataset = dataset_class(str(root), *args, **kwargs)  # PyG processes the raw files again
+    tmp = record.with_suffix(".tmp")
+    tmp.write_text(json.dumps(_processed_hashes(folder), indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, record)
+    return dataset
+
+
 def load_graph(name: str, split: int = 0) -> GraphData:
     """Load a registered graph (``GRAPHS``); ``split`` picks one of the heterophilous graphs' ten splits."""
     if name in ("cora", "citeseer"):
         from torch_geometric.datasets import Planetoid
 
-        data = Planetoid(str(fetch(name)), "Cora" if name == "cora" else "CiteSeer", split="full")[0]
+        data = verified_pyg(Planetoid, fetch(name), "Cora" if name == "cora" else "CiteSeer", split="full")[0]
         return _from_pyg(name, data, data.train_mask, data.val_mask, data.test_mask, "f1_micro")
     if name in ("tolokers", "minesweeper"):
         from torch_geometric.datasets import HeterophilousGraphDataset
 
-        data = HeterophilousGraphDataset(str(fetch(name)), name.capitalize())[0]
+        data = verified_pyg(HeterophilousGraphDataset, fetch(name), name.capitalize())[0]
         if not 0 <= split < data.train_mask.shape[1]:
             raise ValueError(f"split must be in 0..{data.train_mask.shape[1] - 1}, got {split}")
         masks = (data.train_mask[:, split], data.val_mask[:, split], data.test_mask[:, split])

@@ -101,10 +101,6 @@ CLAIMS = (
           over="BaKlaVa budgets at `speed_context` tokens", consistency=True, timing=True),
 )
 
-#: Bumped whenever a policy or an allocator changes what an evaluation returns, so no cached result outlives it
-#: (2: SnapKV average-pools the keys before its window, PyramidKV's profile stays linear around the window).
-EVALUATION_VERSION = 2
-
 #: The knobs an evaluation's result depends on: every knob but the decode-speed measurement's and the worker count.
 EVALUATION_KNOBS = tuple(k for k in PRESETS["default"] if k not in ("speed_context", "speed_tokens", "decode_workers"))
 
@@ -241,8 +237,7 @@ def _evaluations(name: str, lab: Lab, settings, specs: list[dict], desc: str) ->
             task = s.get("task") or (lab.test_retrieval if split == "test" else lab.calib_retrieval)
             tokens, start = task.tokens, task.answer_start
         tasks.append(EvalTask(lab.cfg, state, kind, tokens, start, s.get("allocation"), s.get("policy", "snapkv")))
-    return lab.runner.cached_map(name, settings, _run, tasks, knobs=EVALUATION_KNOBS, desc=desc,
-                                 version=EVALUATION_VERSION)
+    return lab.runner.cached_map(name, settings, _run, tasks, knobs=EVALUATION_KNOBS, desc=desc)
 
 
 def allocate(name: str, lab: Lab, settings, compression: float, full: int, importance=None, gamma: float = 0.0,

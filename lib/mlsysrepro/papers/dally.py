@@ -95,9 +95,6 @@ CLAIMS = (
           rule=at_most(1.05), over="every trace of `timer_traces`, on the grid `fixed_timers`", min_share=2 / 3),
 )
 
-#: Bumped whenever the simulator or a policy changes what a simulation returns, so no cached table outlives it
-#: (2: a job that has not run bids 0 in Dally's auction, as in the authors' simulator).
-SIMULATION_VERSION = 2
 
 #: The knobs every simulation reads: the cluster's sizing, the lease, checkpoints, Tiresias' threshold, the
 #: auto-tuner's window. ``workers`` only says where they run.
@@ -197,8 +194,7 @@ def trace_comparison(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
         per_job = pd.concat([r.pop("per_job").assign(policy=r["policy"]) for r in rows if "per_job" in r])
         return normalised(pd.DataFrame(rows), ["trace"]), per_job
 
-    return cached("trace_comparison", settings, compute, knobs=SIMULATION_KNOBS + ("traces", "main_trace"),
-                  version=SIMULATION_VERSION)
+    return cached("trace_comparison", settings, compute, knobs=SIMULATION_KNOBS + ("traces", "main_trace"))
 
 
 def utilisation_curves(settings, policies=("fifo", BASELINE, "dally"), points: int = 400) -> pd.DataFrame:
@@ -217,7 +213,7 @@ def utilisation_curves(settings, policies=("fifo", BASELINE, "dally"), points: i
         return pd.concat(frames, ignore_index=True)
 
     return cached(f"utilisation_curves_{'_'.join(policies)}_{points}", settings, compute,
-                  knobs=SIMULATION_KNOBS + ("main_trace",), version=SIMULATION_VERSION)
+                  knobs=SIMULATION_KNOBS + ("main_trace",))
 
 
 SWEEPS = {"sensitive_share": "sensitive_shares", "contention": "congestion", "load_factor": "load_factors"}
@@ -251,7 +247,7 @@ def sweep(settings, knob: str, policies: tuple[str, ...] | None = None) -> pd.Da
     swept = {"timers": ("fixed_timers", "timer_traces"), "history": ("histories",)}.get(knob, (SWEEPS.get(knob),))
     return cached(f"sweep_{knob}_{'_'.join(policies)}", settings,
                   lambda: pd.DataFrame(_simulate_all(settings, tasks, f"sweep {knob}")),
-                  knobs=SIMULATION_KNOBS + ("sweep_trace", "sweep_jobs") + swept, version=SIMULATION_VERSION)
+                  knobs=SIMULATION_KNOBS + ("sweep_trace", "sweep_jobs") + swept)
 
 
 def tiled(trace: Trace, jobs: int) -> Trace:

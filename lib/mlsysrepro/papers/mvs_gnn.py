@@ -89,11 +89,17 @@ PRESETS = {
 }
 
 
-#: Bumped whenever a sampler or the measurement changes what the runs return, so no cached figure outlives it (2:
-#: LADIES keeps the layer's own nodes and renormalises its rows, GraphSAINT pre-draws to a coverage of 50, as their
-#: authors' code does; 3: the gradient variance is measured with batches of its own, so measuring leaves training
-#: untouched).
-SAMPLERS_VERSION = 3
+#: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
+RANGES = {
+    "steps": (1, None), "log_every": (1, None), "variance_draws": (0, None), "fig2_seeds": (1, None),
+    "shared_checkpoints": (0, None), "shared_draws": (2, None), "table3_batch_sizes": (1, None),
+    "table3_steps": (1, None), "seeds": (1, None), "table4_layers": (1, None), "table4_iterations": (1, None),
+    "table4_repeats": (1, None), "fig3_inner_steps": (1, None), "fig3_lrs": (0, None), "fig3_steps": (1, None),
+    "fig4_epochs": (1, None), "fig4_batch_size": (1, None), "fig4_log_every": (1, None), "batch_sizes": (1, None),
+    "scaling_sizes": (100, None), "scaling_batches": (1, None), "hidden": (1, None), "lr": (0, None),
+    "dropout": (0, 1), "gamma": (0.001, 1), "inner_steps": (1, None), "fanout": (1, None), "vrgcn_fanout": (1, None),
+    "cluster_size": (2, None), "workers": (0, None),
+}
 
 #: Added to a run's seed for the generator that draws the batches which measure its gradient variance.
 PROBE_SEED_OFFSET = 1_000_000
@@ -171,8 +177,7 @@ def convergence(settings) -> pd.DataFrame:
         return _run_all(settings, settings.graphs, tasks, "Fig. 2 runs")
 
     return cached("fig2_convergence", settings, compute,
-                  knobs=MODEL_KNOBS + ("graphs", "batch_sizes", "steps", "log_every", "variance_draws", "fig2_seeds"),
-                  version=SAMPLERS_VERSION)
+                  knobs=MODEL_KNOBS + ("graphs", "batch_sizes", "steps", "log_every", "variance_draws", "fig2_seeds"))
 
 
 def shared_parameter_error(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -193,8 +198,7 @@ def shared_parameter_error(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
                 pd.concat([diagnostics for _, diagnostics in parts], ignore_index=True))
 
     return cached("shared_parameter_error", settings, compute,
-                  knobs=MODEL_KNOBS + ("graphs", "batch_sizes", "shared_checkpoints", "shared_draws"),
-                  version=SAMPLERS_VERSION)
+                  knobs=MODEL_KNOBS + ("graphs", "batch_sizes", "shared_checkpoints", "shared_draws"))
 
 
 def _shared_parameters_on(task) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -264,8 +268,7 @@ def score_vs_batch_size(settings) -> pd.DataFrame:
             ["graph", "metric", "sampler", "batch_size", "seed", "test_score"]].reset_index(drop=True)
 
     return cached("table3_scores", settings, compute,
-                  knobs=MODEL_KNOBS + ("table3_graphs", "table3_batch_sizes", "table3_steps", "seeds", "log_every"),
-                  version=SAMPLERS_VERSION)
+                  knobs=MODEL_KNOBS + ("table3_graphs", "table3_batch_sizes", "table3_steps", "seeds", "log_every"))
 
 
 def time_breakdown(settings) -> pd.DataFrame:
@@ -312,7 +315,7 @@ def inner_loop_sweep(settings) -> pd.DataFrame:
 
     return cached("fig3_inner_steps", settings, compute,
                   knobs=MODEL_KNOBS + ("fig3_graphs", "fig3_inner_steps", "fig3_lrs", "fig3_steps", "batch_sizes",
-                                       "log_every", "variance_draws"), version=SAMPLERS_VERSION)
+                                       "log_every", "variance_draws"))
 
 
 def mvs_vs_uniform(settings) -> pd.DataFrame:
@@ -328,7 +331,7 @@ def mvs_vs_uniform(settings) -> pd.DataFrame:
 
     return cached("fig4_mvs_vs_uns", settings, compute,
                   knobs=MODEL_KNOBS + ("fig4_graphs", "fig4_epochs", "fig4_batch_size", "fig4_log_every",
-                                       "variance_draws"), version=SAMPLERS_VERSION)
+                                       "variance_draws"))
 
 
 def sampler_throughput(settings) -> pd.DataFrame:

@@ -200,24 +200,22 @@ def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, p
     (perplexity for PTB, span F1 in % for CoNLL-2003); ``curves`` the validation metric per epoch. The modes
     are :data:`TRAINED_MODES`: the four dropout modes and the control without dropout.
     Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in :data:`ACCURACY_KNOBS`
-    (version 2: the control was added).
     """
     check_device(settings.device)
     knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
     tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in TRAINED_MODES
              for s in range(settings.seeds)]
     return _cached_training("accuracy_runs", settings, ACCURACY_KNOBS, tasks, _run_one,
-                            lambda: (load_ptb(), load_conll2003()), workers, "training runs", version=2)
+                            lambda: (load_ptb(), load_conll2003()), workers, "training runs")
 
 
 def _cached_training(name: str, settings, knobs: tuple[str, ...], tasks: list[Task], train, prefetch,
-                     workers: int | None, desc: str, version: int = 1) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     workers: int | None, desc: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``train`` over ``tasks`` on a :class:`mlsysrepro.core.tasks.TaskRunner`, cached under ``name`` by the seed
     and ``knobs`` alone (the speed knobs do not change a trained model); ``prefetch`` first fetches the data in
     this process, so that the workers never copy it at once. Returns (results, curves) frames."""
     with TaskRunner(workers) as runner:
-        outputs = runner.cached_map(name, settings, train, tasks, knobs=knobs, desc=desc, prepare=prefetch,
-                                    version=version)
+        outputs = runner.cached_map(name, settings, train, tasks, knobs=knobs, desc=desc, prepare=prefetch)
     results = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, "valid": o["valid"],
                              "test": o["test"]} for t, o in zip(tasks, outputs)])
     curves = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, **row}

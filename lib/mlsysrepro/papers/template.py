@@ -26,6 +26,10 @@ PRESETS = {
     "paper": dict(n_samples=200_000, n_features=64, n_draws=2_000, max_batch_log2=10, fit_steps=1_000),
 }
 
+#: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``: a count of 0 would measure nothing.
+RANGES = {"n_samples": (2, None), "n_features": (1, None), "n_draws": (2, None), "max_batch_log2": (1, 20),
+          "fit_steps": (1, None)}
+
 CLAIMS = (
     Claim("C1", "Mini-batch gradient variance is inversely proportional to the batch size", where="eq. (1)",
           paper_value=-1.0, unit="log-log slope of E||g_B - g||^2 against B", rule=within(-1.1, -0.9),

@@ -1,0 +1,63 @@
+"""The runner's summary is honest: a failed notebook shows no claims and keeps its last good results whole."""
+
+import json
+import shutil
+
+import nbformat
+import pytest
+
+from mlsysrepro import catalog, reproduction, runner
+from mlsysrepro.core import paths
+
+
+def test_verdict_changes_name_each_claim_that_moved():
+    before = {"claims": [{"id": "C1", "verdict": "holds"}, {"id": "C2", "verdict": "fails"}]}
+    after = {"claims": [{"id": "C1", "verdict": "holds"}, {"id": "C2", "verdict": "inconclusive"},
+                        {"id": "C3", "verdict": "holds"}]}
+    assert runner.verdict_changes(before, after) == ["C2: fails -> inconclusive", "C3: new -> holds"]
+    assert runner.verdict_changes(None, None) == []
+
+
+@pytest.mark.slow
+def test_a_failing_notebook_shows_no_claims_and_leaves_the_last_good_results(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("MLSYSREPRO_BUILD_DIR", str(tmp_path / "build"))  # the kernels inherit it
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    shutil.copy(catalog.TEMPLATE.notebook, notebooks / "_template.ipynb")
+    monkeypatch.setattr(runner, "NOTEBOOKS", notebooks)
+    assert runner.main(["--scale", "smoke"]) == 0
+    out = paths.output_dir("_template", "smoke")
+    good = {p.name: p.read_bytes() for p in out.iterdir()}
+    summary = capsys.readouterr().out
+    assert "_template  ok" in summary and "1 of 1 hold" in summary
+
+    broken = nbformat.read(notebooks / "_template.ipynb", as_version=4)
+    broken.cells.insert(len(broken.cells) // 2, nbformat.v4.new_code_cell('raise RuntimeError("broken on purpose")'))
+    nbformat.write(broken, notebooks / "_template.ipynb")
+    assert runner.main(["--scale", "smoke"]) == 1
+    summary = capsys.readouterr().out
+    row = next(line for line in summary.splitlines() if line.startswith("_template  FAILED"))
+    assert row.split()[-1] == "-"  # no claims: not the last good run's, not a half-written one
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == good
+    marker = paths.failure_marker("_template", "smoke")
+    assert "broken on purpose" in marker.read_text()
+
+    shutil.copy(catalog.TEMPLATE.notebook, notebooks / "_template.ipynb")
+    assert runner.main(["--scale", "smoke"]) == 0
+    assert not marker.exists()
+
+
+def test_reproduction_shows_no_claims_for_a_paper_whose_last_run_failed(monkeypatch, tmp_path):
+    paper = catalog.by_name("mvs_gnn")
+    marker = tmp_path / ".mvs_gnn.failed"
+    monkeypatch.setattr(paths, "failure_marker", lambda name, scale: marker if name == "mvs_gnn" else tmp_path / "x")
+    assert reproduction._results(paper) is not None
+    marker.write_text("boom\n")
+    assert reproduction._results(paper) is None
+    assert reproduction.status(paper, None) == "failed in its last run"
+    assert "| failed in its last run | - |" in reproduction.paper_table()
+    assert json.loads(paper.results_path().read_text())["paper"] == "mvs_gnn"  # the committed file is untouched
+
+
+def test_the_runner_talks_to_its_kernels_over_unix_sockets():
+    assert runner._ipc_kernel_manager()().transport == "ipc"
