@@ -28,7 +28,7 @@ def declared_parameters(paper) -> dict[str, type]:
 @pytest.mark.parametrize("paper", WITH_NOTEBOOKS, ids=[p.name for p in WITH_NOTEBOOKS])
 def test_presets_are_well_formed_and_match_the_parameters_cell(paper):
     presets = paper.module().PRESETS
-    validate_presets(presets)  # the three scales, the same knobs and types in each
+    validate_presets(presets, paper.module().RANGES)  # the three scales, the same knobs and types, in range
     declared = declared_parameters(paper)
     assert {name: declared[name] for name in COMMON} == {name: kind for name, (kind, _) in COMMON.items()}
     knobs = {name: kind for name, kind in declared.items() if name not in COMMON}
@@ -43,3 +43,13 @@ def test_every_catalog_entry_names_its_paper_module():
     names = {p.name: p.module_name for p in (*catalog.PAPERS, catalog.TEMPLATE)}
     assert names["llcg"] == "mlsysrepro.papers.llcg" and names["_template"] == "mlsysrepro.papers.template"
     assert names["dlrm_gpu"] == "mlsysrepro.papers.dlrm_gpu"  # a planned paper's home
+
+
+@pytest.mark.parametrize("paper", WITH_NOTEBOOKS, ids=[p.name for p in WITH_NOTEBOOKS])
+def test_every_count_and_probability_has_a_declared_range_that_the_notebook_checks(paper):
+    module, presets = paper.module(), paper.module().PRESETS["default"]
+    numeric = {name for name, value in presets.items()
+               if isinstance(value, (int, float)) and not isinstance(value, bool)}
+    assert numeric <= set(module.RANGES), f"numeric knobs without a range: {sorted(numeric - set(module.RANGES))}"
+    source = "".join(c.source for c in nbformat.read(paper.notebook, as_version=4).cells)
+    assert ".RANGES)" in source, "the notebook passes its module's RANGES to resolve_notebook"

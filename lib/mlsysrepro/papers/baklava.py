@@ -69,6 +69,18 @@ PRESETS = {
                   needle_compressions=[0.7, 0.85, 0.9], speed_context=4096, speed_tokens=128),
 }
 
+#: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
+RANGES = {
+    "bpe_vocab": (2, None), "retrieval_fraction": (0, 1), "floor": (0, None), "duo_stream": (0, None),
+    "pyramid_beta": (0, None), "adakv_alpha": (0, 1), "decode_workers": (0, None), "layers": (1, None),
+    "dim": (1, None), "heads": (1, None), "kv_heads": (1, None), "ffn": (1, None), "length": (2, None), "batch": (1, None),
+    "steps": (1, None), "lr": (0, None), "max_records": (1, None), "max_queries": (1, None), "compressions": (0, 0.999),
+    "gammas": (0, None), "test_windows": (1, None), "calib_windows": (1, None), "retrieval_n": (1, None),
+    "retrieval_records": (1, None), "profile_prompts": (1, None), "ablation_budget": (1, None),
+    "needle_lengths": (1, None), "needle_depths": (0, 1), "needle_n": (1, None), "needle_compressions": (0, 0.999),
+    "speed_context": (1, None), "speed_tokens": (1, None),
+}
+
 
 #: "Baseline performance": within 5 % of the full cache's perplexity, or 5 points of its retrieval accuracy.
 PPL_TOLERANCE = 0.05

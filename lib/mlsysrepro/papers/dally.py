@@ -77,6 +77,14 @@ PRESETS = {
     ),
 }
 
+#: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
+RANGES = {
+    "sweep_jobs": (1, None), "load": (0.01, None), "contention": (0, None), "congestion": (0, None),
+    "sensitive_shares": (0, 1), "load_factors": (0.01, None), "histories": (1, None), "history": (1, None),
+    "checkpoint_leases": (0, None), "lease_share": (0, 1), "las_threshold_leases": (0, None), "speed_jobs": (1, None),
+    "workers": (0, None),
+}
+
 
 CLAIMS = (
     Claim("C1", "Dally lowers the makespan against the consolidation baseline (Tiresias) on the traces",

@@ -69,6 +69,14 @@ PRESETS = {
         epoch_samples=60_000, epochs=90, budget_factors=[0.8, 1.0, 1.5, 3.0, 10.0],
     ),
 }
+
+#: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
+RANGES = {
+    "workers_sweep": (1, None), "batch_size": (1, None), "macro_batch_size": (1, None), "width": (1, None),
+    "iterations": (1, None), "warmup": (0, None), "repeats": (1, None), "bucket_cap_mb": (0, None),
+    "gpu_efficiency": (0.01, 1), "processes": (1, None), "loader_workers": (0, None), "stored_size": (1, None),
+    "images": (1, None), "epoch_samples": (1, None), "epochs": (1, None), "budget_factors": (0, None),
+}
 EMULATED = ("our interconnect and network are emulated by a DDP hook that charges a fixed cost per bucket and per "
             "byte")
 CLAIMS = (

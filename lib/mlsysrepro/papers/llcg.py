@@ -72,6 +72,15 @@ PRESETS = {
     ),
 }
 
+#: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
+RANGES = {
+    "parts": (2, None), "rounds": (1, None), "local_steps": (1, None), "server_steps": (0, None), "hidden": (1, None),
+    "tail": (1, None), "seeds": (1, None), "csbm_nodes": (10, None), "table1_rounds": (1, None),
+    "fig5_local_steps": (1, None), "fig7_fanouts": (0, None), "fig7_server_steps": (0, None), "rho": (1, None),
+    "engine_parts": (2, None), "engine_rounds": (1, None), "batch_size": (1, None), "server_batch": (1, None),
+    "num_layers": (1, None),
+}
+
 #: Table 1 of the paper (test score %, MB per round), the reference the notebook prints beside ours.
 PAPER_TABLE1 = pd.DataFrame(
     [

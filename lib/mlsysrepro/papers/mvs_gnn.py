@@ -96,9 +96,9 @@ RANGES = {
     "table3_steps": (1, None), "seeds": (1, None), "table4_layers": (1, None), "table4_iterations": (1, None),
     "table4_repeats": (1, None), "fig3_inner_steps": (1, None), "fig3_lrs": (0, None), "fig3_steps": (1, None),
     "fig4_epochs": (1, None), "fig4_batch_size": (1, None), "fig4_log_every": (1, None), "batch_sizes": (1, None),
-    "scaling_sizes": (100, None), "scaling_batches": (1, None), "hidden": (1, None), "lr": (0, None),
-    "dropout": (0, 1), "gamma": (0.001, 1), "inner_steps": (1, None), "fanout": (1, None), "vrgcn_fanout": (1, None),
-    "cluster_size": (2, None), "workers": (0, None),
+    "scaling_sizes": (100, None), "scaling_batches": (1, None), "scaling_metis_limit": (0, None), "hidden": (1, None),
+    "lr": (0, None), "dropout": (0, 1), "gamma": (0.001, 1), "inner_steps": (1, None), "fanout": (1, None),
+    "vrgcn_fanout": (1, None), "cluster_size": (2, None), "workers": (0, None),
 }
 
 #: Added to a run's seed for the generator that draws the batches which measure its gradient variance.

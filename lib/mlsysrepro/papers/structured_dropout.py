@@ -81,6 +81,17 @@ PRESETS = {
     ),
 }
 
+#: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
+RANGES = {
+    "seeds": (1, None), "p": (0, 0.99), "ptb_hidden": (1, None), "ptb_layers": (1, None), "ptb_batch": (1, None),
+    "bptt": (1, None), "ptb_fraction": (0.001, 1), "ptb_epochs": (1, None), "ptb_lr": (0, None), "ptb_clip": (0, None),
+    "ptb_valid_tokens": (0, None), "ptb_test_tokens": (0, None), "conll_fraction": (0.001, 1),
+    "conll_embedding": (1, None), "conll_hidden": (1, None), "conll_batch": (1, None), "conll_epochs": (1, None),
+    "conll_lr": (0, None), "conll_eval_sentences": (0, None), "speed_ps": (0, 0.99), "speed_batches": (1, None),
+    "speed_hidden": (1, None), "speed_tagger_hidden": (1, None), "speed_periods": (1, None), "speed_repeats": (1, None),
+    "mt_hidden": (1, None), "mt_epochs": (1, None), "mt_batch": (1, None),
+}
+
 
 #: "No loss": the paper's tables put structured dropout within about 2 % perplexity and half an F1 point of
 #: standard dropout; a difference inside these is "comparable".
