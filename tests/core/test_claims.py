@@ -94,6 +94,8 @@ def test_a_setting_whose_seed_interval_straddles_the_threshold_is_undecided():
     assert across({k: -0.004 for k in consistent}).interval == pytest.approx((-0.004, -0.004))
     low, high = across_seeds(consistent).interval  # the seeds' noise widens what the settings alone would give
     assert low < -0.004 < high and high > 0 and verdict(over, across_seeds(consistent))[0] == "inconclusive"
+    one = across_seeds({"s0": [0.2, -0.1, 0.25]})
+    assert one.interval == from_samples([0.2, -0.1, 0.25]).interval and verdict(over, one)[0] == "inconclusive"
     beaten = {f"s{i}": [-0.2, -0.21, -0.22] for i in range(4)} | {"n1": [0.2, -0.1, 0.25], "n2": [0.2, -0.1, 0.25]}
     assert verdict(over, across_seeds(beaten))[0] == "fails"  # even if both undecided passed: 2 of 6
 

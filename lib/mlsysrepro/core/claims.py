@@ -176,11 +176,17 @@ def across_seeds(samples: Mapping[str, Sequence[float]], note: str = "", resampl
     """A claim over several settings, each measured over seeds: per setting the mean with its Student-t interval
     (:func:`from_samples`); the median of the settings' means with a two-level bootstrap interval (settings drawn
     with replacement, then each drawn setting's seeds), so the interval carries the seeds' noise as well as the
-    settings' spread. A setting whose own interval straddles the rule's threshold is undecided (:func:`verdict`)."""
+    settings' spread (one setting: its own t-interval). A setting whose own interval straddles the rule's threshold
+    is undecided (:func:`verdict`)."""
     samples = {str(k): np.asarray(v, dtype=float) for k, v in dict(samples).items()}
     if not samples or any(v.size == 0 for v in samples.values()):
         raise ValueError("across_seeds: every setting needs at least one sample")
     per_setting = {k: from_samples(v.tolist()) for k, v in samples.items()}
+    intervals = {k: m.interval for k, m in per_setting.items() if m.interval is not None}
+    if len(per_setting) == 1:  # the median of one setting is its mean, and its interval the seeds' t-interval
+        (name, only), = per_setting.items()
+        return Measurement(only.value, only.interval, per_setting={name: only.value}, per_setting_interval=intervals,
+                           note=note)
     rng = np.random.default_rng(seed)
     groups = list(samples.values())
     picks = rng.integers(len(groups), size=(resamples, len(groups)))
@@ -191,8 +197,7 @@ def across_seeds(samples: Mapping[str, Sequence[float]], note: str = "", resampl
     medians = np.median(means, axis=1)
     interval = (float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975)))
     return Measurement(float(np.median([m.value for m in per_setting.values()])), interval,
-                       per_setting={k: m.value for k, m in per_setting.items()},
-                       per_setting_interval={k: m.interval for k, m in per_setting.items() if m.interval is not None},
+                       per_setting={k: m.value for k, m in per_setting.items()}, per_setting_interval=intervals,
                        note=note)
 
 
