@@ -61,3 +61,41 @@ def test_reproduction_shows_no_claims_for_a_paper_whose_last_run_failed(monkeypa
 
 def test_the_runner_talks_to_its_kernels_over_unix_sockets():
     assert runner._ipc_kernel_manager()().transport == "ipc"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="parent-death signals are Linux's")
+def test_sigterm_to_the_runner_leaves_no_rank_training(tmp_path):
+    """The chain of the issue: the runner executes a notebook whose kernel launches ranks; SIGTERM to the runner
+    takes the kernel down, and the kernel's ranks with it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.core.test_dist import _alive
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        f"import sys\nsys.path.insert(0, {str(paths.REPO_ROOT)!r})\n"
+        "from tests.core.test_dist import sleeps_and_writes_its_pid\n"
+        "from mlsysrepro.core.dist import launch\n"
+        f"launch(sleeps_and_writes_its_pid, 2, args=({str(pids)!r},), timeout=300)")])
+    nbformat.write(notebook, tmp_path / "sleeper.ipynb")
+    script = ("import papermill\nfrom mlsysrepro.runner import _ipc_kernel_manager\n"
+              f"papermill.execute_notebook({str(tmp_path / 'sleeper.ipynb')!r}, {str(tmp_path / 'out.ipynb')!r}, "
+              "kernel_name='python3', progress_bar=False, kernel_manager_class=_ipc_kernel_manager())\n")
+    launcher = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path)
+    deadline = time.monotonic() + 90
+    while len(list(pids.iterdir())) < 2 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    ranks = [int(p.read_text()) for p in pids.iterdir()]
+    assert len(ranks) == 2 and all(_alive(pid) for pid in ranks)
+    os.kill(launcher.pid, signal.SIGTERM)
+    launcher.wait()
+    deadline = time.monotonic() + 15
+    while any(_alive(pid) for pid in ranks) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(_alive(pid) for pid in ranks), "a rank outlived the runner"
