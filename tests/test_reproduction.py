@@ -81,3 +81,23 @@ def test_runner_runs_notebooks_side_by_side_with_the_cores_split(monkeypatch, ca
     with pytest.raises(SystemExit):
         runner.main(["--jobs", "0"])
     assert "--jobs must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_a_notebook_receives_each_finding_in_its_tagged_cell():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("report.finding('fig2', text)"),
+        nbformat.v4.new_markdown_cell("stale", metadata={"tags": ["finding:fig2"]}),
+        nbformat.v4.new_markdown_cell("untouched"),
+        nbformat.v4.new_markdown_cell("old", metadata={"tags": ["finding:table4"]}),
+    ])
+    results = {"paper": "toy", "findings": {"fig2": "slope -0.98"},
+               "timings": {"findings": {"table4": "2.3x"}, "section_seconds": [["table4", 4.0], ["fig2", 12.3]]}}
+    out = nbformat.reads(reproduction.notebook_with_findings(nbformat.writes(nb), results), as_version=4)
+    assert out.cells[1].source.startswith("slope -0.98\n\n*From the committed `default` run, where this section "
+                                          "took 12 s")
+    assert out.cells[2].source == "untouched" and out.cells[3].source.startswith("2.3x")
+    assert list(reproduction.all_findings(results)) == ["table4", "fig2"]  # the order the run recorded them
+    with pytest.raises(ValueError, match="has no finding 'fig2'"):
+        reproduction.notebook_with_findings(nbformat.writes(nb), {"paper": "toy", "findings": {}, "timings": {}})

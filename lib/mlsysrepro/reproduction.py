@@ -1,8 +1,10 @@
-"""REPRODUCTION.md and the README's paper table, generated from the committed results.json files.
+"""REPRODUCTION.md, the README's paper table and the notebooks' findings, generated from the committed results.json.
 
-Only ``default``-scale results are read (``figures/<paper>/results.json``), so the two files
-always describe what ``./run_all.sh`` regenerates. ``python -m mlsysrepro.reproduction``
-rewrites both; ``--check`` exits 1 when either is out of date (a test runs it).
+Only ``default``-scale results are read (``figures/<paper>/results.json``), so the files always describe what
+``./run_all.sh`` regenerates. A notebook's markdown cell tagged ``finding:<key>`` receives the finding the run
+recorded under that key (:meth:`mlsysrepro.core.claims.Report.finding`) and the section's runtime, so the committed
+notebook states its findings, with computed numbers, on GitHub. ``python -m mlsysrepro.reproduction`` rewrites all
+of them; ``--check`` exits 1 when any is out of date (a test runs it).
 """
 
 from __future__ import annotations
@@ -12,10 +14,13 @@ import json
 import sys
 from pathlib import Path
 
+import nbformat
+
 from .catalog import PAPERS, TEMPLATE, Paper
 from .core import paths
 from .core.claims import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, VERDICTS
 
+FINDING_TAG = "finding:"
 README = paths.REPO_ROOT / "README.md"
 REPRODUCTION = paths.REPO_ROOT / "REPRODUCTION.md"
 TABLE_START, TABLE_END = "<!-- papers:start -->", "<!-- papers:end -->"
@@ -125,9 +130,50 @@ def _paper_section(paper: Paper, results: dict) -> list[str]:
         claims = [c for c in results["claims"] if c["kind"] == kind]
         if claims:
             lines += [f"**{heading}**", "", *_claim_rows(claims), ""]
+    findings = all_findings(results)
+    if findings:
+        lines += ["**What the run found**", ""] + [f"- {text}" for text in findings.values()] + [""]
     figures = [f"[{name}](figures/{paper.name}/{name})" for name in results["figures"]]
     lines += ["Figures: " + ", ".join(figures), ""]
     return lines
+
+
+def all_findings(results: dict) -> dict[str, str]:
+    """The run's findings, the ones quoting wall-clock numbers included, in the order the notebook recorded them."""
+    timed = results.get("timings", {}).get("findings", {})
+    order = [key for key, _ in results.get("timings", {}).get("section_seconds", [])]
+    merged = {**results.get("findings", {}), **timed}
+    return {key: merged[key] for key in sorted(merged, key=lambda k: order.index(k) if k in order else len(order))}
+
+
+def notebook_with_findings(notebook: str, results: dict) -> str:
+    """``notebook`` (its JSON text) with every markdown cell tagged ``finding:<key>`` set to the run's finding
+    ``key`` and the section's runtime; a tagged cell whose finding the run did not record raises ValueError."""
+    nb = nbformat.reads(notebook, as_version=4)
+    findings, seconds = all_findings(results), dict(results.get("timings", {}).get("section_seconds", []))
+    for cell in nb.cells:
+        keys = [tag[len(FINDING_TAG):] for tag in cell.metadata.get("tags", []) if tag.startswith(FINDING_TAG)]
+        if cell.cell_type != "markdown" or not keys:
+            continue
+        if keys[0] not in findings:
+            raise ValueError(f"cell tagged {FINDING_TAG}{keys[0]} has no finding {keys[0]!r} in {results['paper']}'s "
+                             f"results.json; recorded: {sorted(findings)}")
+        cell.source = (findings[keys[0]] + f"\n\n*From the committed `default` run, where this section took "
+                       f"{seconds.get(keys[0], float('nan')):.0f} s; running the cell above recomputes it.*")
+    return nbformat.writes(nb) + "\n"
+
+
+def _notebooks_with_findings() -> dict[Path, str]:
+    """Every notebook with a cell tagged for a finding, as its findings from the committed results would make it."""
+    wanted = {}
+    for paper in (*PAPERS, TEMPLATE):
+        results = _results(paper)
+        if results is None or not paper.notebook.exists():
+            continue
+        text = paper.notebook.read_text()
+        if f'"{FINDING_TAG}' in text:
+            wanted[paper.notebook] = notebook_with_findings(text, results)
+    return wanted
 
 
 def reproduction_markdown() -> str:
@@ -162,7 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if REPRODUCTION.md or README.md is stale")
     args = parser.parse_args(argv)
-    wanted = {REPRODUCTION: reproduction_markdown(), README: readme_with_table(README.read_text())}
+    wanted = {REPRODUCTION: reproduction_markdown(), README: readme_with_table(README.read_text()),
+              **_notebooks_with_findings()}
     stale = [p.name for p, text in wanted.items() if not p.exists() or p.read_text() != text]
     if args.check:
         if stale:
@@ -170,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if stale else 0
     for path, text in wanted.items():
         Path(path).write_text(text)
-    print(f"wrote {REPRODUCTION.name} and the paper table in {README.name}")
+    print(f"wrote {REPRODUCTION.name}, the paper table in {README.name} and the notebooks' findings")
     return 0
 
 

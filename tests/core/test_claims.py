@@ -255,7 +255,29 @@ def test_figures_and_results_reach_the_folder_together_only_when_the_run_saves(t
     interrupted = run(["fig1_a", "fig3_c"], save=False)  # a run that dies before report.save()
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the previous run's files, all whole
     assert (interrupted.staging_dir / "fig3_c.svg").exists()
-    run(["fig3_c"])  # the next run clears what the interrupted one staged, and replaces the folder
+    last = run(["fig3_c"], save=False)  # the next run clears what the interrupted one staged, and replaces the folder
+    last.save()
+    assert sorted(p.name for p in out.iterdir()) == ["fig3_c.png", "fig3_c.svg", "results.json"]
+    last.save()  # saving again (the last cell re-run) keeps this run's figures
     assert sorted(p.name for p in out.iterdir()) == ["fig3_c.png", "fig3_c.svg", "results.json"]
     assert not interrupted.staging_dir.exists()
     assert json.loads((out / "results.json").read_text())["figures"] == ["fig3_c.png"]
+
+
+def test_findings_are_recorded_with_their_section_times_and_timed_ones_kept_apart(tmp_path, monkeypatch):
+    from mlsysrepro.core.claims import without_timings
+
+    report = make_report(tmp_path, monkeypatch, TOY_CLAIMS[:1])
+    shown = report.finding("fig2", "**What we found (Fig. 2).** slope -0.98")
+    assert shown.data == "**What we found (Fig. 2).** slope -0.98"
+    report.finding("table4", "2.3x the cheapest", timing=True)
+    with pytest.raises(ValueError, match="recorded twice"):
+        report.finding("fig2", "again")
+    with pytest.raises(ValueError, match="without spaces"):
+        report.finding("fig 3", "x")
+    report.judge("C1", Measurement(0.05))
+    saved = json.loads(report.save().read_text())
+    assert saved["findings"] == {"fig2": "**What we found (Fig. 2).** slope -0.98"}
+    assert saved["timings"]["findings"] == {"table4": "2.3x the cheapest"}
+    assert [key for key, _ in saved["timings"]["section_seconds"]] == ["fig2", "table4"]
+    assert "table4" not in json.dumps(without_timings(saved))

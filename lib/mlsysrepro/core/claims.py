@@ -35,6 +35,7 @@ import math
 import operator
 import os
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -384,6 +385,7 @@ class Report:
     timings: dict[str, Any] = field(default_factory=dict)
     judged: list[dict[str, Any]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
+    findings: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self):
         ids = [c.id for c in self.claims]
@@ -391,6 +393,7 @@ class Report:
             raise ValueError(f"claim ids declared twice: {sorted({i for i in ids if ids.count(i) > 1})}")
         self.declared = {c.id: c for c in self.claims}
         shutil.rmtree(self.staging_dir, ignore_errors=True)  # what an interrupted run left behind
+        self._section_start = time.perf_counter()
 
     @property
     def out_dir(self) -> Path:
@@ -409,6 +412,25 @@ class Report:
         """
         (self.timings if timing else self.metrics)[name] = round_floats(value)
         return value
+
+    def finding(self, key: str, text: str, timing: bool = False):
+        """Record what an experiment found, ``text`` in markdown with numbers the notebook computed, and return it
+        for display. ``timing=True``: the text quotes wall-clock numbers (filed under ``timings``). The section's
+        wall time since the previous finding (or the start) goes to ``timings["section_seconds"]``, a list of
+        ``[key, seconds]`` in the order the notebook recorded them. After a
+        ``default`` run, ``python -m mlsysrepro.reproduction`` copies each finding into the committed notebook's
+        markdown cell tagged ``finding:<key>``, so a reader sees it on GitHub without running anything."""
+        from IPython.display import Markdown
+
+        if not key or any(c in key for c in " :/"):
+            raise ValueError(f"finding key must be a short name without spaces, ':' or '/', got {key!r}")
+        if key in self.findings or key in self.timings.get("findings", {}):
+            raise ValueError(f"finding {key!r} recorded twice")
+        (self.timings.setdefault("findings", {}) if timing else self.findings)[key] = text
+        now = time.perf_counter()
+        self.timings.setdefault("section_seconds", []).append([key, round(now - self._section_start, 1)])
+        self._section_start = now
+        return Markdown(text)
 
     def judge(self, id: str, measurement: Measurement) -> str:
         """Judge the declared claim ``id`` on ``measurement``; records and returns the verdict."""
@@ -478,7 +500,7 @@ class Report:
             "timings": self.timings,
             "claims": sorted(self.judged, key=lambda c: order[c["id"]]),
             "figures": [f"{name}.png" for name in self.figures],
-        }
+        } | ({"findings": self.findings} if self.findings else {})
 
     def save(self) -> Path:
         """Write ``results.json`` beside this run's figures and move them all into ``out_dir`` together, replacing
@@ -490,6 +512,11 @@ class Report:
             raise ValueError(f"claims {missing} are declared but not judged; judge them (not_testable(reason) "
                              "where this run cannot test them) before saving")
         self.staging_dir.mkdir(parents=True, exist_ok=True)
+        for name in self.figures:  # saved again (a cell re-run in JupyterLab): keep the figures the last save moved
+            for suffix in (".png", ".svg"):
+                staged, moved = self.staging_dir / f"{name}{suffix}", self.out_dir / f"{name}{suffix}"
+                if not staged.exists() and moved.exists():
+                    shutil.copy2(moved, staged)
         (self.staging_dir / "results.json").write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
         previous = self.out_dir.parent / f".{self.out_dir.name}.previous"
         shutil.rmtree(previous, ignore_errors=True)
