@@ -281,3 +281,15 @@ def test_findings_are_recorded_with_their_section_times_and_timed_ones_kept_apar
     assert saved["timings"]["findings"] == {"table4": "2.3x the cheapest"}
     assert [key for key, _ in saved["timings"]["section_seconds"]] == ["fig2", "table4"]
     assert "table4" not in json.dumps(without_timings(saved))
+
+
+def test_claims_markdown_lists_every_claim_with_its_verdict_and_the_papers_value(tmp_path, monkeypatch):
+    report = make_report(tmp_path, monkeypatch, TOY_CLAIMS)
+    report.judge("C1", Measurement(0.05))
+    report.judge("C2", across({"a": 3.0, "b": 20.0, "c": 30.0}))
+    report.judge("K1", Measurement(1.0))
+    lines = report.claims_markdown().splitlines()
+    assert lines[0] == "## Which parts of the paper hold at this scale"
+    assert lines[2].startswith("- **C1** (holds): ") and lines[2].endswith("measured 0.05 against the paper's 0.1.")
+    assert lines[3].startswith("- **C2** (inconclusive, 2 of 3 settings): ")
+    assert len(lines) == 5

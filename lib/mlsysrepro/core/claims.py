@@ -432,6 +432,22 @@ class Report:
         self._section_start = now
         return Markdown(text)
 
+    def claims_markdown(self) -> str:
+        """The judged claims as a markdown list under a heading, one line per declared claim: its verdict (with k of
+        n settings), statement, and the measured value beside the paper's; a notebook's closing finding."""
+        judged = {claim["id"]: claim for claim in self.judged}
+
+        def fmt(value):
+            return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+        lines = ["## Which parts of the paper hold at this scale", ""]
+        for claim_id, claim in self.declared.items():
+            result = judged[claim_id]
+            held = f", {result['settings_held']} settings" if result["settings_held"] else ""
+            lines.append(f"- **{claim_id}** ({result['verdict']}{held}): {claim.statement}; measured "
+                         f"{fmt(result['measured'])} against the paper's {fmt(claim.paper_value)}.")
+        return "\n".join(lines)
+
     def judge(self, id: str, measurement: Measurement) -> str:
         """Judge the declared claim ``id`` on ``measurement``; records and returns the verdict."""
         if id not in self.declared:
