@@ -69,3 +69,14 @@ def test_nothing_in_the_library_imports_a_paper_module():
 def test_the_top_level_modules_import_core_and_each_other_only():
     for name in TOP_LEVEL:
         assert imported_packages(LIBRARY / f"{name}.py") <= {"core"} | TOP_LEVEL
+
+
+def test_only_the_report_imports_the_drawing_modules_whose_edits_keep_the_caches():
+    from mlsysrepro.core.cache import DRAWING_MODULES, _imports
+
+    allowed = {"mlsysrepro.core", "mlsysrepro.core.claims"}
+    for path in modules():
+        name = ".".join(("mlsysrepro",) + path.relative_to(LIBRARY).with_suffix("").parts).removesuffix(".__init__")
+        if name not in allowed:
+            assert not _imports(name, path) & DRAWING_MODULES, (
+                f"{path.relative_to(LIBRARY)} imports a drawing module, which the cache key leaves out")

@@ -3,15 +3,20 @@
 Only ``default``-scale results are read (``figures/<paper>/results.json``), so the files always describe what
 ``./run_all.sh`` regenerates. A notebook's markdown cell tagged ``finding:<key>`` receives the finding the run
 recorded under that key (:meth:`mlsysrepro.core.claims.Report.finding`) and the section's runtime, so the committed
-notebook states its findings, with computed numbers, on GitHub. ``python -m mlsysrepro.reproduction`` rewrites all
-of them; ``--check`` exits 1 when any is out of date (a test runs it).
+notebook states its findings, with computed numbers, on GitHub. A markdown cell tagged ``listing:<module>.<name>``
+receives the source of that library function (the paper's algorithm on the page, always the code that runs).
+``python -m mlsysrepro.reproduction`` rewrites all of them; ``--check`` exits 1 when any is out of date (a test
+runs it).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -21,6 +26,7 @@ from .core import paths
 from .core.claims import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, VERDICTS
 
 FINDING_TAG = "finding:"
+LISTING_TAG = "listing:"
 README = paths.REPO_ROOT / "README.md"
 REPRODUCTION = paths.REPO_ROOT / "REPRODUCTION.md"
 TABLE_START, TABLE_END = "<!-- papers:start -->", "<!-- papers:end -->"
@@ -146,33 +152,73 @@ def all_findings(results: dict) -> dict[str, str]:
     return {key: merged[key] for key in sorted(merged, key=lambda k: order.index(k) if k in order else len(order))}
 
 
-def notebook_with_findings(notebook: str, results: dict) -> str:
-    """``notebook`` (its JSON text) with every markdown cell tagged ``finding:<key>`` set to the run's finding
+def _tagged(cell, tag: str) -> str | None:
+    """The key of ``cell``'s first ``<tag><key>`` tag, None if it has none (or is not markdown)."""
+    keys = [t[len(tag):] for t in cell.metadata.get("tags", []) if t.startswith(tag)]
+    return keys[0] if keys and cell.cell_type == "markdown" else None
+
+
+def _library_object(dotted: str):
+    """The object ``dotted`` names: a module's function or class, or a class's method (``module.Class.method``)."""
+    parts = dotted.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        try:
+            found = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for name in parts[cut:]:
+            found = getattr(found, name)
+        return found
+    raise ImportError(f"no module in {dotted!r}")
+
+
+def listing_markdown(dotted: str) -> str:
+    """The markdown listing of the library function, class or method ``dotted`` (``mlsysrepro.<module>.<name>``):
+    its source and where it lives, linked from the notebook folder. A name that does not resolve raises ValueError."""
+    try:
+        function = _library_object(dotted)
+        lines, first = inspect.getsourcelines(function)
+    except (ImportError, AttributeError, TypeError, OSError) as error:
+        raise ValueError(f"cell tagged {LISTING_TAG}{dotted}: no function {dotted!r} in the library ({error})") \
+            from error
+    path = Path(inspect.getsourcefile(function)).resolve().relative_to(paths.REPO_ROOT)
+    last = first + len(lines) - 1
+    return (f"`{dotted}`, from [`{path}` lines {first}–{last}](../{path}#L{first}-L{last}) (copied from the "
+            "library by `python -m mlsysrepro.reproduction`, so it is always the code the notebook runs):\n\n"
+            "```python\n" + textwrap.dedent("".join(lines)).rstrip() + "\n```")
+
+
+def notebook_with_findings(notebook: str, results: dict | None) -> str:
+    """``notebook`` (its JSON text) with every markdown cell tagged ``listing:<function>`` set to that function's
+    listing and, given the committed ``results``, every one tagged ``finding:<key>`` set to the run's finding
     ``key`` and the section's runtime; a tagged cell whose finding the run did not record raises ValueError."""
     nb = nbformat.reads(notebook, as_version=4)
-    findings, seconds = all_findings(results), dict(results.get("timings", {}).get("section_seconds", []))
+    findings = all_findings(results) if results else {}
+    seconds = dict(results.get("timings", {}).get("section_seconds", [])) if results else {}
     for cell in nb.cells:
-        keys = [tag[len(FINDING_TAG):] for tag in cell.metadata.get("tags", []) if tag.startswith(FINDING_TAG)]
-        if cell.cell_type != "markdown" or not keys:
+        if _tagged(cell, LISTING_TAG):
+            cell.source = listing_markdown(_tagged(cell, LISTING_TAG))
+        key = _tagged(cell, FINDING_TAG)
+        if key is None or results is None:
             continue
-        if keys[0] not in findings:
-            raise ValueError(f"cell tagged {FINDING_TAG}{keys[0]} has no finding {keys[0]!r} in {results['paper']}'s "
+        if key not in findings:
+            raise ValueError(f"cell tagged {FINDING_TAG}{key} has no finding {key!r} in {results['paper']}'s "
                              f"results.json; recorded: {sorted(findings)}")
-        cell.source = (findings[keys[0]] + f"\n\n*From the committed `default` run, where this section took "
-                       f"{seconds.get(keys[0], float('nan')):.0f} s; running the cell above recomputes it.*")
+        cell.source = (findings[key] + f"\n\n*From the committed `default` run, where this section took "
+                       f"{seconds.get(key, float('nan')):.0f} s; running the cell above recomputes it.*")
     return nbformat.writes(nb) + "\n"
 
 
 def _notebooks_with_findings() -> dict[Path, str]:
-    """Every notebook with a cell tagged for a finding, as its findings from the committed results would make it."""
+    """Every notebook with a cell tagged for a finding or a listing, as the committed results and the library's
+    source would make it."""
     wanted = {}
     for paper in (*PAPERS, TEMPLATE):
-        results = _results(paper)
-        if results is None or not paper.notebook.exists():
+        if not paper.notebook.exists():
             continue
         text = paper.notebook.read_text()
-        if f'"{FINDING_TAG}' in text:
-            wanted[paper.notebook] = notebook_with_findings(text, results)
+        if f'"{FINDING_TAG}' in text or f'"{LISTING_TAG}' in text:
+            wanted[paper.notebook] = notebook_with_findings(text, _results(paper))
     return wanted
 
 

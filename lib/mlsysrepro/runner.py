@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import threading
 import time
@@ -53,7 +54,11 @@ def verdict_changes(before: dict | None, after: dict | None) -> list[str]:
 
 def _ipc_kernel_manager():
     """A kernel manager whose kernel talks to papermill over Unix sockets (IPC), not TCP: nothing listens on a
-    network port, and the kernel does not warn about unencrypted TCP once per notebook."""
+    network port, and the kernel does not warn about unencrypted TCP once per notebook. Each kernel's sockets live
+    in a folder of their own: two notebooks run side by side (``--jobs 2``) would otherwise pick the same socket
+    names in one folder, and each kernel would reject the other's signed messages."""
+    import tempfile
+
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
@@ -61,6 +66,17 @@ def _ipc_kernel_manager():
         @default("transport")
         def _default_transport(self):
             return "ipc"
+
+        @default("ip")
+        def _default_ip(self):
+            return str(Path(tempfile.mkdtemp(prefix="mlsysrepro-kernel-")) / "kernel")
+
+        async def _async_cleanup_resources(self, restart: bool = False) -> None:
+            await super()._async_cleanup_resources(restart=restart)
+            if not restart:
+                shutil.rmtree(Path(self.ip).parent, ignore_errors=True)
+
+        cleanup_resources = _async_cleanup_resources
 
     return IPCKernelManager
 

@@ -160,6 +160,8 @@ def test_the_code_hash_follows_the_modules_a_producer_imports(tmp_path, monkeypa
     (package / "papers" / "template.py").write_text(edited)
     after_template = fresh()
     assert after_template != before
+    (package / "core" / "plots.py").write_text((package / "core" / "plots.py").read_text() + "\n# a new colour\n")
+    assert fresh() == after_template  # a drawing module computes nothing a cache holds
     (package / "core" / "progress.py").write_text((package / "core" / "progress.py").read_text() + "\n# edit\n")
     assert fresh() != after_template  # the template imports core.progress
     source_hash.cache_clear()

@@ -244,6 +244,7 @@ def test_figures_and_results_reach_the_folder_together_only_when_the_run_saves(t
         for name in figures:
             fig, ax = plt.subplots()
             ax.plot([0, 1], [0, len(name)])
+            ax.set(xlabel="step", ylabel="loss (nats)", title=f"{name} (Fig. 1)")
             report.savefig(fig, name)
             plt.close(fig)
         report.judge("C1", Measurement(1.0))
@@ -293,3 +294,20 @@ def test_claims_markdown_lists_every_claim_with_its_verdict_and_the_papers_value
     assert lines[2].startswith("- **C1** (holds): ") and lines[2].endswith("measured 0.05 against the paper's 0.1.")
     assert lines[3].startswith("- **C2** (inconclusive, 2 of 3 settings): ")
     assert len(lines) == 5
+
+
+def test_a_figure_that_breaks_the_checklist_is_saved_with_a_warning_and_the_run_refused(tmp_path, monkeypatch):
+    import matplotlib.pyplot as plt
+
+    report = make_report(tmp_path, monkeypatch, TOY_CLAIMS[:1])
+    report.judge("C1", Measurement(1.0))
+    fig, ax = plt.subplots()
+    ax.bar(["a", "b"], [62.0, 64.0])
+    ax.set(ylim=(60, 65), ylabel="accuracy (%)", title="Table 1")
+    with pytest.warns(UserWarning, match="not from zero"):
+        report.savefig(fig, "table1_models")
+    with pytest.raises(ValueError, match="table1_models: .*not from zero"):
+        report.save()
+    ax.set_ylim(0, 70)
+    report.savefig(fig, "table1_models")  # fixed and saved again: the run may now be saved
+    assert report.save().exists()

@@ -1,7 +1,7 @@
 import matplotlib.pyplot as plt
 import pytest
 
-from mlsysrepro.core import savefig, style
+from mlsysrepro.core import plots, savefig, style
 
 
 def draw():
@@ -34,3 +34,97 @@ def test_figure_content_changes_the_bytes(tmp_path):
 def test_bad_figure_name_is_rejected(tmp_path, bad):
     with pytest.raises(ValueError, match="figure name must be a bare name"):
         savefig(draw(), tmp_path, bad)
+
+
+# --- the figure checklist: each rule flags the figure that breaks it, and a figure made to pass passes -------
+
+def good_figure():
+    style()
+    fig, ax = plt.subplots(layout="constrained")
+    ax.plot([1, 2, 3], [3.0, 1.0, 2.0], label="MVS-GNN")
+    ax.plot([1, 2, 3], [2.0, 2.5, 2.8], label="GraphSAGE")
+    plots.reference_line(ax, 2.2, "paper")
+    ax.set(xlabel="step", ylabel="training loss (nats)", title="Fig. 4: training loss")
+    plots.legend_outside(ax)
+    return fig, ax
+
+
+def test_a_figure_made_to_the_checklist_passes():
+    fig, _ = good_figure()
+    assert plots.style_problems(fig) == []
+
+
+def test_a_figure_without_a_title_naming_the_paper_fails():
+    fig, ax = good_figure()
+    ax.set_title("training loss")
+    assert any("names the paper's figure" in p for p in plots.style_problems(fig))
+    ax.set_title("training loss (beyond the paper)")
+    assert plots.style_problems(fig) == []
+
+
+@pytest.mark.parametrize("label", ["", "value", "jct_mean_s"])
+def test_an_unlabelled_or_column_named_axis_fails(label):
+    fig, ax = good_figure()
+    ax.set_ylabel(label)
+    assert any("the y axis" in p for p in plots.style_problems(fig))
+
+
+def test_categorical_ticks_need_no_axis_label_but_a_colour_bar_needs_one():
+    import seaborn as sns
+
+    style()
+    fig, ax = plt.subplots(layout="constrained")
+    sns.heatmap([[0.1, 0.2], [0.3, 0.4]], xticklabels=["a", "b"], yticklabels=["c", "d"], ax=ax)
+    ax.set_title("Table 2")
+    assert plots.style_problems(fig) == ["a panel: the colour bar's axis has numbers but no label"]
+    fig.axes[1].set_ylabel("accuracy")
+    assert plots.style_problems(fig) == []
+
+
+def test_bars_must_start_at_zero_on_a_linear_axis():
+    style()
+    fig, ax = plt.subplots(layout="constrained")
+    ax.bar(["GCN", "SAGE"], [62.0, 64.0])
+    ax.set(ylabel="accuracy (%)", title="Table 1", ylim=(60, 65))
+    assert any("not from zero" in p for p in plots.style_problems(fig))
+    ax.set(ylim=(0, 70))
+    assert plots.style_problems(fig) == []
+    ax.set(yscale="log")
+    assert any("log axis" in p for p in plots.style_problems(fig))
+
+
+def test_a_legend_over_the_data_or_with_too_many_colours_fails():
+    fig, ax = good_figure()
+    ax.plot([1, 3], [1.0, 3.0], label="diagonal")  # through the middle of the axes
+    ax.legend(loc="center")  # over it
+    assert any("covers" in p for p in plots.style_problems(fig))
+    fig, ax = good_figure()
+    for offset in range(6):
+        ax.plot([1, 2, 3], [offset, offset, offset], label=f"curve {offset}")
+    plots.legend_outside(ax)
+    assert any("colours (at most 6" in p for p in plots.style_problems(fig))
+
+
+def test_small_or_overlapping_text_fails():
+    fig, ax = good_figure()
+    ax.xaxis.label.set_fontsize(6)
+    assert any("6.0 pt" in p for p in plots.style_problems(fig))
+    fig, ax = good_figure()
+    ax.text(2, 3.0, "a long note right on the title", transform=ax.transData, fontsize=10)
+    ax.text(2, 3.0, "a long note right on the title", transform=ax.transData, fontsize=10)
+    assert any("overlaps" in p for p in plots.style_problems(fig))
+
+
+def test_small_multiples_may_label_a_row_once_but_a_lone_panel_may_not_go_unlabelled():
+    style()
+    fig, axes = plt.subplots(2, 2, layout="constrained")
+    for ax in axes.flat:
+        ax.plot([1, 2], [3.0, 4.0])
+    for ax in axes[:, 0]:
+        ax.set_ylabel("loss (nats)")
+    for ax in axes[-1]:
+        ax.set_xlabel("step")
+    fig.suptitle("Fig. 3: small multiples")
+    assert plots.style_problems(fig) == []
+    axes[1, 0].set_ylabel("")
+    assert plots.style_problems(fig) == ["panel 'step': the y axis has numbers but no label"] * 2

@@ -54,6 +54,29 @@ def test_notebook_is_thin(path):
     assert "mlsysrepro.papers" in modules, "the notebook imports its paper module"
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_is_a_lesson_readable_on_github(path):
+    """Every saved figure is embedded in a markdown cell after the code that saves it; every finding the notebook
+    records has its tagged cell; the algorithm is listed; the notebook closes with its summary and "Try this"."""
+    import re
+
+    nb = nbformat.read(path, as_version=4)
+    sources = [(cell.cell_type, cell.source, cell.metadata.get("tags", [])) for cell in nb.cells]
+    for index, (kind, source, _) in enumerate(sources):
+        if kind != "code":
+            continue
+        for name in re.findall(r"report\.savefig\([^,]+, \"(\w+)\"\)", source):
+            later = "".join(text for k, text, _ in sources[index + 1:] if k == "markdown")
+            assert f"](../figures/{path.stem}/{name}.png)" in later, f"figure {name!r} is not embedded below its cell"
+        for key in re.findall(r"report\.finding\(\s*\"(\w+)\"", source):
+            assert any(f"finding:{key}" in tags for k, _, tags in sources[index + 1:] if k == "markdown"), (
+                f"finding {key!r} has no markdown cell tagged finding:{key} below it")
+    tags = [tag for _, _, cell_tags in sources for tag in cell_tags]
+    assert any(tag.startswith("listing:mlsysrepro.") for tag in tags), "no cell lists the library's algorithm"
+    assert "finding:summary" in tags, "no closing summary (report.finding('summary', report.claims_markdown()))"
+    assert any(kind == "markdown" and source.startswith("## Try this") for kind, source, _ in sources)
+
+
 def execute(path, out_dir, **parameters):
     out_dir.mkdir(parents=True, exist_ok=True)
     return papermill.execute_notebook(

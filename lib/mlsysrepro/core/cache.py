@@ -72,13 +72,18 @@ def _imports(name: str, path: Path) -> set[str]:
     return {m for m in found if (m == PACKAGE or m.startswith(PACKAGE + ".")) and _module_file(m) is not None}
 
 
+#: Modules that only draw figures: no cached artifact is computed by them (tests/test_layering.py checks that
+#: nothing but the report imports them), so editing them keeps every cache.
+DRAWING_MODULES = frozenset({f"{PACKAGE}.core.plots"})
+
+
 @functools.lru_cache(maxsize=None)
 def source_hash(module: str | None = None) -> str:
     """SHA-256 of the source of ``module`` and of every module of this package it imports, transitively, and of
     the data registry; None or a module outside the package (a notebook's ``__main__``, a test) hashes the whole
-    package."""
+    package. :data:`DRAWING_MODULES` are left out."""
     if module is None or not module.startswith(PACKAGE + ".") or _module_file(module) is None:
-        files = sorted(PACKAGE_DIR.rglob("*.py"))
+        files = sorted(set(PACKAGE_DIR.rglob("*.py")) - {_module_file(name) for name in DRAWING_MODULES})
     else:
         seen, todo = set(), [module]
         while todo:
@@ -86,7 +91,7 @@ def source_hash(module: str | None = None) -> str:
             if name in seen:
                 continue
             seen.add(name)
-            todo.extend(_imports(name, _module_file(name)))
+            todo.extend(_imports(name, _module_file(name)) - DRAWING_MODULES)
         files = sorted({_module_file(name) for name in seen})
     digest = hashlib.sha256()
     for path in files + [PACKAGE_DIR / "core" / "datasets.json"]:

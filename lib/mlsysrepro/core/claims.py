@@ -36,6 +36,7 @@ import operator
 import os
 import shutil
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -386,6 +387,7 @@ class Report:
     judged: list[dict[str, Any]] = field(default_factory=list)
     figures: list[str] = field(default_factory=list)
     findings: dict[str, str] = field(default_factory=dict)
+    style_problems: dict[str, list[str]] = field(default_factory=dict)
 
     def __post_init__(self):
         ids = [c.id for c in self.claims]
@@ -487,7 +489,15 @@ class Report:
 
     def savefig(self, fig, name: str) -> Path:
         """Save ``fig`` as ``<name>.png`` and ``.svg`` and list it in results.json; the files reach ``out_dir`` with
-        results.json, when :meth:`save` succeeds."""
+        results.json, when :meth:`save` succeeds. A figure that breaks the collection's checklist
+        (:func:`mlsysrepro.core.plots.style_problems`) is saved, with a warning naming what to fix, and
+        :meth:`save` refuses the run until it passes."""
+        problems = plots.style_problems(fig)
+        if problems:
+            warnings.warn(f"figure {name!r} breaks the figure checklist: " + "; ".join(problems), stacklevel=2)
+            self.style_problems[name] = problems
+        else:
+            self.style_problems.pop(name, None)
         path = plots.savefig(fig, self.staging_dir, name)
         if name not in self.figures:
             self.figures.append(name)
@@ -527,6 +537,9 @@ class Report:
         if missing:
             raise ValueError(f"claims {missing} are declared but not judged; judge them (not_testable(reason) "
                              "where this run cannot test them) before saving")
+        if self.style_problems:
+            raise ValueError("figures break the figure checklist (mlsysrepro.core.plots): " + " | ".join(
+                f"{name}: " + "; ".join(problems) for name, problems in self.style_problems.items()))
         self.staging_dir.mkdir(parents=True, exist_ok=True)
         for name in self.figures:  # saved again (a cell re-run in JupyterLab): keep the figures the last save moved
             for suffix in (".png", ".svg"):

@@ -1,20 +1,51 @@
-"""The collection's one figure style, and figure saving that gives byte-identical files.
+"""The collection's one figure style, its checklist, and figure saving that gives byte-identical files.
 
-matplotlib stamps SVG files with a date and random ids and PNG files with its version;
-:func:`savefig` removes all three (fixed ``svg.hashsalt``, ``Date``/``Software`` metadata
-cleared), so the same run gives the same bytes and a rerun shows up in ``git diff`` only when
-a number changed.
+:func:`style` sets the look (seaborn ``whitegrid``, the colour-blind palette). :func:`style_problems` checks a
+finished figure against the checklist every figure of the collection passes (:meth:`Report.save
+<mlsysrepro.core.claims.Report.save>` refuses a figure that fails it):
+
+- the figure has a title that names the paper's figure, table or section it corresponds to, or says
+  "beyond the paper";
+- every numeric axis is labelled (small multiples may label a row's y axes or a column's x axes once), and no
+  label is a placeholder ("value", "variable") or a raw column name (``snake_case``); a colour bar is labelled too;
+- text is at least :data:`MIN_FONT_PT` points;
+- bars start at zero: a bar chart's value axis is linear and includes 0;
+- a legend covers no data and no other axes, and names at most :data:`MAX_HUES` colours besides the reference
+  grey (more categories take direct labels or small multiples);
+- no two texts (tick labels, axis labels, titles, legends) overlap.
+
+:func:`reference_line` and :func:`reference_band` draw the paper's value. matplotlib stamps SVG files with a date
+and random ids and PNG files with its version; :func:`savefig` removes all three (fixed ``svg.hashsalt``,
+``Date``/``Software`` metadata cleared), so the same run gives the same bytes and a rerun shows up in ``git diff``
+only when a number changed.
 """
 
 from __future__ import annotations
 
+import re
+from itertools import combinations
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 
 matplotlib.use("Agg", force=False)
 import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
+from matplotlib.container import BarContainer  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+
+#: Smallest text size, in points, a figure may use.
+MIN_FONT_PT = 8.0
+#: Most colours one legend may name.
+MAX_HUES = 6
+#: A figure title must cite the paper (or say it goes beyond it) with one of these.
+PAPER_REFERENCE = re.compile(r"\b(Fig\.|Figs\.|Figure|Table|Tab\.|Sec\.|§|Eq\.|Alg\.|Algorithm|Appendix)|"
+                             r"beyond the paper", re.IGNORECASE)
+PLACEHOLDER_LABELS = {"value", "values", "variable", "index", "count", "y", "x"}
+#: The colour the paper's reference values are drawn in.
+REFERENCE_COLOUR = "0.35"
 
 DPI = 120
 _RC = {
@@ -25,6 +56,8 @@ _RC = {
     "figure.figsize": (6.0, 3.6),
     "axes.titlesize": "medium",
     "legend.fontsize": "small",
+    "xtick.labelsize": "small",
+    "ytick.labelsize": "small",
 }
 
 
@@ -46,3 +79,227 @@ def savefig(fig, out_dir: Path, name: str) -> Path:
         fig.savefig(out_dir / f"{name}.png", metadata={"Software": None}, bbox_inches="tight")
         fig.savefig(out_dir / f"{name}.svg", metadata={"Date": None, "Creator": None}, bbox_inches="tight")
     return out_dir / f"{name}.png"
+
+
+def reference_line(ax, value: float, label: str, axis: str = "y"):
+    """Draw the paper's ``value`` across ``ax`` as a dashed grey line labelled ``label`` in the legend."""
+    draw = ax.axhline if axis == "y" else ax.axvline
+    return draw(value, color=REFERENCE_COLOUR, linestyle="--", linewidth=1.2, label=label, zorder=1)
+
+
+def reference_band(ax, low: float, high: float, label: str, axis: str = "y"):
+    """Shade the paper's reported range ``[low, high]`` across ``ax``, labelled ``label`` in the legend."""
+    draw = ax.axhspan if axis == "y" else ax.axvspan
+    return draw(low, high, color=REFERENCE_COLOUR, alpha=0.18, linewidth=0, label=label, zorder=0)
+
+
+def legend_outside(ax, title: str | None = None, **kwargs):
+    """Place ``ax``'s legend to the right of the axes, off the data."""
+    handles, labels = ax.get_legend_handles_labels()
+    return ax.legend(handles, labels, title=title, loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False,
+                     **kwargs)
+
+
+def _title(fig) -> str:
+    own = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    axes_titles = [ax.get_title(loc) for ax in fig.axes for loc in ("center", "left", "right")]
+    return " ".join([own, *axes_titles])
+
+
+def _is_colorbar(ax) -> bool:
+    return ax.get_label() == "<colorbar>"
+
+
+def _has_data(ax) -> bool:
+    return bool(ax.lines or ax.collections or ax.patches or ax.images)
+
+
+def _numeric_ticks(axis) -> bool:
+    """True when ``axis``'s tick labels are numbers (plain, or mathtext powers such as 10^2)."""
+    labels = [t.get_text() for t in _drawn_tick_labels(axis) if t.get_text()]
+    bare = [re.sub(r"\\mathdefault|\\times|[${}^\s%−+\-]", "", label) for label in labels]
+    return bool(bare) and all(re.fullmatch(r"[0-9.,eE]*[0-9][0-9.,eE]*", label) for label in bare)
+
+
+def _labelled_alongside(ax, name: str) -> bool:
+    """True when another panel in ``ax``'s row (for y) or column (for x) carries the label: small multiples label a
+    row or a column once."""
+    box = ax.get_position()
+    for other in ax.figure.axes:
+        if other is ax or not other.get_visible() or _is_colorbar(other):
+            continue
+        theirs = other.get_position()
+        aligned = (abs(theirs.y0 - box.y0) < 1e-3 and abs(theirs.y1 - box.y1) < 1e-3) if name == "y" else \
+            (abs(theirs.x0 - box.x0) < 1e-3 and abs(theirs.x1 - box.x1) < 1e-3)
+        if aligned and (other.get_ylabel() if name == "y" else other.get_xlabel()).strip():
+            return True
+    return False
+
+
+def _label_problems(ax, where: str) -> list[str]:
+    problems = []
+    for name, axis in [("x", ax.xaxis), ("y", ax.yaxis)]:
+        label = axis.get_label().get_text().strip()
+        if not axis.get_visible() or not any(t.get_text() for t in _drawn_tick_labels(axis)):
+            continue
+        shown = "colour bar's" if _is_colorbar(ax) else name
+        if not label and _numeric_ticks(axis) and (_is_colorbar(ax) or not _labelled_alongside(ax, name)):
+            problems.append(f"{where}: the {shown} axis has numbers but no label")
+        elif label.lower() in PLACEHOLDER_LABELS or re.fullmatch(r"[a-z0-9]+(_[a-z0-9]+)+", label):
+            problems.append(f"{where}: the {shown} axis label {label!r} is a placeholder or a column name")
+    return problems
+
+
+def _bar_problems(ax, where: str) -> list[str]:
+    problems = []
+    for container in ax.containers:
+        if not isinstance(container, BarContainer) or not len(container.patches):
+            continue
+        vertical = container.orientation == "vertical"
+        scale = ax.get_yscale() if vertical else ax.get_xscale()
+        low, high = sorted(ax.get_ylim() if vertical else ax.get_xlim())
+        if scale != "linear":
+            problems.append(f"{where}: bars on a {scale} axis do not start at zero; draw points")
+        elif not low <= 0 <= high:
+            problems.append(f"{where}: the bars' axis runs {low:.3g}..{high:.3g}, not from zero")
+    return problems
+
+
+def _data_extents(ax, renderer):
+    """Display-space points and boxes of ``ax``'s data: line vertices, scatter points, bars (reference lines drawn
+    across the whole axes are not data a legend must avoid)."""
+    points, boxes = [], []
+    for line in ax.lines:
+        if line.get_visible() and len(line.get_xydata()) and not _spans_axes(line, ax):
+            vertices = line.get_transform().transform(line.get_xydata())
+            points.append(vertices)
+            if line.get_linestyle() not in ("None", "", " ") and len(vertices) > 1:  # the segments between them
+                steps = np.linspace(0, 1, 17)[1:-1, None, None]
+                points.append((vertices[:-1] + steps * (vertices[1:] - vertices[:-1])).reshape(-1, 2))
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection) and collection.get_visible() and len(collection.get_offsets()):
+            points.append(collection.get_offset_transform().transform(collection.get_offsets()))
+    for container in ax.containers:
+        if isinstance(container, BarContainer):
+            boxes += [patch.get_window_extent(renderer) for patch in container.patches
+                      if patch.get_height() and patch.get_width()]
+    return points, boxes
+
+
+def _spans_axes(line, ax) -> bool:
+    """True for an axhline/axvline (drawn in axes coordinates along one direction)."""
+    return line.get_transform() in (ax.get_xaxis_transform(), ax.get_yaxis_transform())
+
+
+def _handle_colour(handle) -> str | None:
+    """The colour a legend entry shows, as hex; None for none."""
+    if isinstance(handle, Line2D):
+        colour = handle.get_color()
+    elif hasattr(handle, "get_facecolor"):
+        colours = np.atleast_2d(handle.get_facecolor())
+        if not len(colours):
+            return None
+        colour = colours[0]
+    else:
+        return None
+    return matplotlib.colors.to_hex(colour, keep_alpha=False)
+
+
+def _legend_problems(fig, renderer) -> list[str]:
+    problems = []
+    legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend()] + [(None, leg) for leg in fig.legends]
+    for owner, legend in legends:
+        if not legend.get_visible():
+            continue
+        name = f"the legend of {_where(owner)}" if owner is not None else "the figure's legend"
+        reference = matplotlib.colors.to_hex(REFERENCE_COLOUR)  # the paper's values are not a category
+        colours = {colour for colour in map(_handle_colour, legend.legend_handles) if colour not in (None, reference)}
+        if len(colours) > MAX_HUES:
+            problems.append(f"{name} names {len(colours)} colours (at most {MAX_HUES}: use direct labels or small "
+                            "multiples)")
+        box = legend.get_window_extent(renderer)
+        for ax in fig.axes:
+            if not ax.get_visible() or _is_colorbar(ax):
+                continue
+            if ax is not owner and box.overlaps(ax.get_window_extent(renderer)):
+                problems.append(f"{name} overlaps {_where(ax)}")
+                continue
+            points, boxes = _data_extents(ax, renderer)
+            inside = sum(int(((xy[:, 0] > box.x0) & (xy[:, 0] < box.x1) & (xy[:, 1] > box.y0) & (xy[:, 1] < box.y1))
+                             .sum()) for xy in points) + sum(box.overlaps(bar) for bar in boxes)
+            if inside:
+                problems.append(f"{name} covers {inside} data point(s) or bar(s) of {_where(ax)}")
+    return problems
+
+
+def _texts(fig):
+    """Every visible, non-empty text of ``fig`` with a name for error messages."""
+    for ax in fig.axes:
+        if not ax.get_visible():
+            continue
+        where = _where(ax)
+        for axis_name, axis in (("x", ax.xaxis), ("y", ax.yaxis)):
+            if not axis.get_visible() or not ax.axison:
+                continue
+            yield f"{where} {axis_name} label", axis.get_label()
+            for tick in _drawn_tick_labels(axis):
+                yield f"{where} {axis_name} tick {tick.get_text()!r}", tick
+        for title in (ax.title, ax._left_title, ax._right_title):
+            yield f"{where} title", title
+        for text in ax.texts:
+            yield f"{where} text {text.get_text()[:20]!r}", text
+        if ax.get_legend():
+            for text in ax.get_legend().get_texts():
+                yield f"{where} legend entry {text.get_text()!r}", text
+            yield f"{where} legend title", ax.get_legend().get_title()
+    if fig._suptitle is not None:
+        yield "the figure title", fig._suptitle
+    for legend in fig.legends:
+        for text in legend.get_texts():
+            yield f"figure legend entry {text.get_text()!r}", text
+
+
+def _drawn_tick_labels(axis):
+    """The tick labels matplotlib draws: those inside the view interval, on either side of the axes."""
+    low, high = sorted(axis.get_view_interval())
+    slack = 1e-9 * max(abs(low), abs(high), 1.0)
+    return [label for tick in axis.get_major_ticks() + axis.get_minor_ticks()
+            if low - slack <= tick.get_loc() <= high + slack
+            for label in (tick.label1, tick.label2) if label.get_visible()]
+
+
+def _where(ax) -> str:
+    title = ax.get_title() or ax.get_ylabel() or ax.get_xlabel()
+    return f"panel {title!r}" if title else "a panel"
+
+
+def _text_problems(fig, renderer) -> list[str]:
+    problems, placed = [], []
+    for name, text in _texts(fig):
+        if not text.get_visible() or not text.get_text().strip():
+            continue
+        if text.get_fontsize() < MIN_FONT_PT:
+            problems.append(f"{name} is {text.get_fontsize():.1f} pt (at least {MIN_FONT_PT:g})")
+        placed.append((name, text.get_window_extent(renderer), text.get_rotation() % 90 != 0))
+    for (first, a, tilted_a), (second, b, tilted_b) in combinations(placed, 2):
+        if tilted_a and tilted_b:  # the boxes of two tilted labels overlap where their texts do not
+            continue
+        if a.width and b.width and min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1:
+            problems.append(f"{first} overlaps {second}")
+    return problems
+
+
+def style_problems(fig) -> list[str]:
+    """What in ``fig`` breaks the collection's figure checklist (the module docstring), as sentences; empty when
+    it passes. Draws the figure to measure where its texts and legends landed."""
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    problems = []
+    if not PAPER_REFERENCE.search(_title(fig)):
+        problems.append("no title names the paper's figure, table or section (or says 'beyond the paper'); "
+                        f"titles: {_title(fig).strip()!r}")
+    for ax in fig.axes:
+        if not ax.get_visible() or not ax.axison or not (_has_data(ax) or _is_colorbar(ax)):
+            continue
+        problems += _label_problems(ax, _where(ax)) + _bar_problems(ax, _where(ax))
+    return problems + _legend_problems(fig, renderer) + _text_problems(fig, renderer)
