@@ -12,7 +12,9 @@ again. After a ``default`` run the runner regenerates REPRODUCTION.md and the RE
 ``--jobs N`` runs N notebooks at once and splits the machine's cores between them: each kernel gets
 ``cores // N`` torch threads (``OMP_NUM_THREADS``) and as many task workers (``MLSYSREPRO_CORES``, read by
 :func:`mlsysrepro.core.tasks.default_workers`). The default, 1, runs them one after another with every core:
-on 2 cores two notebooks only fight over the threads, and timings taken side by side are slower.
+on 2 cores two notebooks only fight over the threads, and timings taken side by side are slower. A notebook that
+caches what it timed (the DDL profiles) keeps those slower timings for later runs: the runner says so, and they are
+redone by deleting the notebook's folder under ``data/cache/``.
 """
 
 from __future__ import annotations
@@ -126,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
         found = [nb for nb in found if nb.stem in wanted]
 
     if args.jobs > 1:
+        print(f"note: with --jobs {args.jobs} every timing is taken beside another notebook; a notebook that caches "
+              "its timed profiles keeps them (delete its data/cache/<paper> folder and run it alone to redo them)",
+              flush=True)
         share = str(max(1, (os.cpu_count() or 1) // args.jobs))
         os.environ.update(OMP_NUM_THREADS=share, MKL_NUM_THREADS=share, MLSYSREPRO_CORES=share)  # the kernels inherit
     start, lock = time.monotonic(), threading.Lock()
