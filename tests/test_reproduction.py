@@ -94,13 +94,13 @@ def test_a_notebook_receives_each_finding_in_its_tagged_cell():
     ])
     results = {"paper": "toy", "findings": {"fig2": "slope -0.98"},
                "timings": {"findings": {"table4": "2.3x"}, "section_seconds": [["table4", 4.0], ["fig2", 12.3]]}}
-    out = nbformat.reads(reproduction.notebook_with_findings(nbformat.writes(nb), results), as_version=4)
+    out = nbformat.reads(reproduction.notebook_with_generated_cells(nbformat.writes(nb), results), as_version=4)
     assert out.cells[1].source.startswith("slope -0.98\n\n*From the committed `default` run, where this section "
                                           "took 12 s")
     assert out.cells[2].source == "untouched" and out.cells[3].source.startswith("2.3x")
     assert list(reproduction.all_findings(results)) == ["table4", "fig2"]  # the order the run recorded them
     with pytest.raises(ValueError, match="has no finding 'fig2'"):
-        reproduction.notebook_with_findings(nbformat.writes(nb), {"paper": "toy", "findings": {}, "timings": {}})
+        reproduction.notebook_with_generated_cells(nbformat.writes(nb), {"paper": "toy", "findings": {}, "timings": {}})
 
 
 def test_a_listing_cell_receives_the_library_function_it_names_and_a_wrong_name_is_an_error():
@@ -113,10 +113,10 @@ def test_a_listing_cell_receives_the_library_function_it_names_and_a_wrong_name_
 
     nb = nbformat.v4.new_notebook(cells=[
         nbformat.v4.new_markdown_cell("stale copy", metadata={"tags": ["listing:mlsysrepro.core.claims.across"]})])
-    out = nbformat.reads(reproduction.notebook_with_findings(nbformat.writes(nb), None), as_version=4)
+    out = nbformat.reads(reproduction.notebook_with_generated_cells(nbformat.writes(nb), None), as_version=4)
     source, first = inspect.getsourcelines(claims.across)
     assert textwrap.dedent("".join(source)).rstrip() in out.cells[0].source
     assert f"lib/mlsysrepro/core/claims.py#L{first}-L{first + len(source) - 1}" in out.cells[0].source
     nb.cells[0].metadata["tags"] = ["listing:mlsysrepro.core.claims.no_such_function"]
     with pytest.raises(ValueError, match="no function 'mlsysrepro.core.claims.no_such_function'"):
-        reproduction.notebook_with_findings(nbformat.writes(nb), None)
+        reproduction.notebook_with_generated_cells(nbformat.writes(nb), None)

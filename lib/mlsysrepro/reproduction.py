@@ -188,7 +188,7 @@ def listing_markdown(dotted: str) -> str:
             "```python\n" + textwrap.dedent("".join(lines)).rstrip() + "\n```")
 
 
-def notebook_with_findings(notebook: str, results: dict | None) -> str:
+def notebook_with_generated_cells(notebook: str, results: dict | None) -> str:
     """``notebook`` (its JSON text) with every markdown cell tagged ``listing:<function>`` set to that function's
     listing and, given the committed ``results``, every one tagged ``finding:<key>`` set to the run's finding
     ``key`` and the section's runtime; a tagged cell whose finding the run did not record raises ValueError."""
@@ -209,7 +209,7 @@ def notebook_with_findings(notebook: str, results: dict | None) -> str:
     return nbformat.writes(nb) + "\n"
 
 
-def _notebooks_with_findings() -> dict[Path, str]:
+def _notebooks_with_generated_cells() -> dict[Path, str]:
     """Every notebook with a cell tagged for a finding or a listing, as the committed results and the library's
     source would make it."""
     wanted = {}
@@ -218,7 +218,7 @@ def _notebooks_with_findings() -> dict[Path, str]:
             continue
         text = paper.notebook.read_text()
         if f'"{FINDING_TAG}' in text or f'"{LISTING_TAG}' in text:
-            wanted[paper.notebook] = notebook_with_findings(text, _results(paper))
+            wanted[paper.notebook] = notebook_with_generated_cells(text, _results(paper))
     return wanted
 
 
@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if REPRODUCTION.md or README.md is stale")
     args = parser.parse_args(argv)
     wanted = {REPRODUCTION: reproduction_markdown(), README: readme_with_table(README.read_text()),
-              **_notebooks_with_findings()}
+              **_notebooks_with_generated_cells()}
     stale = [p.name for p, text in wanted.items() if not p.exists() or p.read_text() != text]
     if args.check:
         if stale:

@@ -101,7 +101,7 @@ def legend_outside(ax, title: str | None = None, **kwargs):
 
 
 def _title(fig) -> str:
-    own = fig._suptitle.get_text() if fig._suptitle is not None else ""
+    own = fig.get_suptitle()
     axes_titles = [ax.get_title(loc) for ax in fig.axes for loc in ("center", "left", "right")]
     return " ".join([own, *axes_titles])
 
