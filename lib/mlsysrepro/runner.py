@@ -83,8 +83,9 @@ def _ipc_kernel_manager():
     return IPCKernelManager
 
 
-def run_one(notebook: Path, scale: str, timeout: int) -> str | None:
-    """Execute one notebook; returns None on success, else the error's first line."""
+def run_one(notebook: Path, scale: str, timeout: int, parameters: dict | None = None) -> str | None:
+    """Execute one notebook at ``scale`` (with further papermill ``parameters``, e.g. ``{"device": "cuda"}``);
+    returns None on success, else the error's first line."""
     import papermill
 
     out = paths.build_dir() / "executed" / scale / notebook.name
@@ -93,7 +94,7 @@ def run_one(notebook: Path, scale: str, timeout: int) -> str | None:
         papermill.execute_notebook(
             str(notebook),
             str(out),
-            parameters={"scale": scale},
+            parameters={"scale": scale, **(parameters or {})},
             kernel_name="python3",
             cwd=str(NOTEBOOKS),
             progress_bar=sys.stdout.isatty(),

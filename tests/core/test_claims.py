@@ -296,6 +296,16 @@ def test_claims_markdown_lists_every_claim_with_its_verdict_and_the_papers_value
     assert len(lines) == 5
 
 
+def test_claims_markdown_gives_the_reason_where_a_claim_was_not_measured(tmp_path, monkeypatch):
+    report = make_report(tmp_path, monkeypatch, TOY_CLAIMS)
+    report.judge("C1", not_testable("needs a GPU"))
+    report.judge("C2", across({"a": 3.0, "b": 20.0, "c": 30.0}))
+    report.judge("K1", Measurement(1.0))
+    line = report.claims_markdown().splitlines()[2]
+    assert line.startswith("- **C1** (not testable here): ") and line.endswith("; needs a GPU.")
+    assert "None" not in line
+
+
 def test_a_figure_that_breaks_the_checklist_is_saved_with_a_warning_and_the_run_refused(tmp_path, monkeypatch):
     import matplotlib.pyplot as plt
 

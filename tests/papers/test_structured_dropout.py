@@ -1,3 +1,4 @@
+import json
 import math
 
 import pandas as pd
@@ -6,6 +7,7 @@ import torch
 
 from mlsysrepro.core.settings import resolve
 from mlsysrepro.papers import structured_dropout
+from mlsysrepro.sparsity.compaction import KERNELS
 from mlsysrepro.sparsity.masks import kept_count
 from mlsysrepro.recurrent.reference import TorchTagger
 from mlsysrepro.text.corpora import load_ptb
@@ -48,8 +50,10 @@ def test_speed_rows_are_ratios_to_standard_dropout_in_the_same_table():
     s = settings(speed_ps=[0.5], speed_batches=[2, 3], speed_hidden=8, speed_tagger_hidden=4, speed_periods=[5])
     speed = structured_dropout.speed_table(s)
     assert (speed[speed.variant == "standard (I)"].speedup_vs_standard == 1.0).all()
-    assert set(speed.variant) == {"standard (I)", "structured (III)", "structured (III), period 5", "fixed (IV)",
-                                  "torch.nn.LSTM"}
+    kernels = {structured_dropout.kernel_label(kernel) for kernel in KERNELS}
+    assert set(speed.variant) == {"standard (I)", "structured (III), period 5", "fixed (IV)", "torch.nn.LSTM"} | kernels
+    dense = speed[speed.variant == "structured (III), dense"]
+    assert (dense.ideal_speedup == 1.0).all() and (dense.kernel == "dense").all()
     assert (speed[speed.variant == "torch.nn.LSTM"].ideal_speedup == 1.0).all()
     structured = speed[(speed.variant == "structured (III)") & (speed.task == "ptb")]
     assert (structured.ideal_speedup == 8 / kept_count(8, 0.5)).all()
@@ -121,11 +125,14 @@ def test_the_device_knob_names_its_allowed_values():
 CLAIMS = {claim.id: claim for claim in structured_dropout.CLAIMS}
 
 
-def speed_frame(standard: tuple[float, float, float], structured: tuple[float, float, float], p=0.5, task="ptb"):
-    rows = [dict(task=task, batch=20, p=p, variant=structured_dropout.LABELS[mode], step_s=mid, step_low=low,
-                 step_high=high, speedup_vs_standard=standard[1] / mid)
-            for mode, (low, mid, high) in (("standard", standard), ("structured", structured))]
-    return pd.DataFrame(rows)
+def speed_frame(standard: tuple[float, float, float], structured: tuple[float, float, float], p=0.5, task="ptb",
+                batch=20, dense: tuple[float, float, float] | None = None):
+    """A speed table with standard dropout and case III's per-draw kernel (and its dense one), as (low, mid, high)."""
+    timed = [("standard (I)", "", standard), ("structured (III)", "per-draw", structured)]
+    timed += [("structured (III), dense", "dense", dense)] if dense else []
+    return pd.DataFrame([dict(task=task, batch=batch, p=p, variant=variant, kernel=kernel, step_s=mid, step_low=low,
+                              step_high=high, speedup_vs_standard=standard[1] / mid)
+                         for variant, kernel, (low, mid, high) in timed])
 
 
 @pytest.mark.parametrize("structured, expected", [((0.70, 0.72, 0.74), "holds"), ((0.95, 1.0, 1.05), "fails"),
@@ -138,13 +145,51 @@ def test_speedup_claim_carries_the_step_times_intervals(structured, expected):
     assert verdict(CLAIMS["C1"], measured)[0] == expected
 
 
-def test_rate_trend_is_judged_on_speedups_only():
+def test_the_speed_claims_read_the_fastest_kernel():
+    speed = speed_frame((0.98, 1.0, 1.02), (1.2, 1.3, 1.4), dense=(0.9, 0.95, 1.0))
+    assert structured_dropout.fastest_kernel(speed, "ptb", 0.5) == "structured (III), dense"
+    assert structured_dropout.speedup_claim(speed, "ptb", 0.5).value == pytest.approx(1 / 0.95)
+    per_draw = structured_dropout.speedup_claim(speed, "ptb", 0.5, variant="structured (III)")
+    assert per_draw.value == pytest.approx(1 / 1.3)
+
+
+def test_gpu_claims_are_not_testable_without_a_gpu_measurement_and_judged_on_it_with_one(tmp_path, monkeypatch):
     from mlsysrepro.core.claims import verdict
 
+    cpu = speed_frame((0.98, 1.0, 1.02), (1.2, 1.3, 1.4))
+    monkeypatch.setenv("MLSYSREPRO_GPU_RESULTS", str(tmp_path / "gpu_check.json"))
+    assert structured_dropout.gpu_speed() is None
+    outcome, why = verdict(CLAIMS["C1"], structured_dropout.gpu_claim(None, "ptb", 0.5, 20, cpu))
+    assert outcome == "not testable here" and "GPU" in why and "0.77x" in why  # the CPU's value beside the reason
+    gpu = speed_frame((0.0098, 0.01, 0.0102), (0.0070, 0.0072, 0.0074))
+    (tmp_path / "gpu_check.json").write_text(json.dumps({
+        "gpu": "Test GPU", "torch": "2", "cuda": "12", "date": "2026-12-01",
+        "sections": {"structured_dropout_speed": gpu.to_dict("records")}}))
+    measured = structured_dropout.gpu_claim(structured_dropout.gpu_speed(), "ptb", 0.5, 20, cpu)
+    assert verdict(CLAIMS["C1"], measured)[0] == "holds" and "measured on Test GPU" in measured.note
+
+
+def test_the_cpu_finding_needs_every_setting_below_the_papers_speedup():
+    from mlsysrepro.core.claims import verdict
+
+    slow = pd.concat([speed_frame((0.98, 1.0, 1.02), (1.0, 1.05, 1.1), batch=b) for b in (20, 64)]
+                     + [speed_frame((0.98, 1.0, 1.02), (0.9, 0.95, 1.0), task="conll", batch=32)])
+    measured = structured_dropout.cpu_finding(slow, 0.5)
+    assert list(measured.per_setting) == ["ptb batch 20", "ptb batch 64", "conll batch 32"]
+    assert verdict(CLAIMS["C7"], measured)[0] == "holds"
+    one_fast = pd.concat([slow[slow.batch != 64], speed_frame((0.98, 1.0, 1.02), (0.70, 0.72, 0.74), batch=64)])
+    assert verdict(CLAIMS["C7"], structured_dropout.cpu_finding(one_fast, 0.5))[0] == "fails"
+
+
+def test_rate_trend_is_judged_on_speedups_against_the_ideal_on_a_gpu_only():
+    from mlsysrepro.core.claims import verdict
+
+    assert verdict(CLAIMS["C4"], structured_dropout.rate_trend(None, "ptb", [0.2, 0.5]))[0] == "not testable here"
     slower = pd.concat([speed_frame((1, 1, 1), (2 / s, 2 / s, 2 / s), p=p) for p, s in ((0.2, 1.0), (0.5, 1.5))])
     assert verdict(CLAIMS["C4"], structured_dropout.rate_trend(slower, "ptb", [0.2, 0.5]))[0] == "not testable here"
     growing = pd.concat([speed_frame((1, 1, 1), (1 / s,) * 3, p=p) for p, s in ((0.2, 1.1), (0.5, 1.3), (0.65, 1.6))])
-    assert verdict(CLAIMS["C4"], structured_dropout.rate_trend(growing, "ptb", [0.2, 0.5, 0.65]))[0] == "holds"
+    measured = structured_dropout.rate_trend(growing, "ptb", [0.2, 0.5, 0.65])
+    assert verdict(CLAIMS["C4"], measured)[0] == "holds" and "ideal 2.00x" in measured.note
     falling = pd.concat([speed_frame((1, 1, 1), (1 / s,) * 3, p=p) for p, s in ((0.2, 1.6), (0.5, 1.3), (0.65, 1.1))])
     assert verdict(CLAIMS["C4"], structured_dropout.rate_trend(falling, "ptb", [0.2, 0.5, 0.65]))[0] == "fails"
 

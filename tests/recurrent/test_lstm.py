@@ -2,7 +2,9 @@ import pytest
 import torch
 
 from mlsysrepro.recurrent.lstm import LSTM
-from mlsysrepro.sparsity.compaction import Drop, masked_projection
+from mlsysrepro.sparsity.compaction import KERNELS, Drop, masked_projection
+
+COMPACTED = [name for name, kernel in KERNELS.items() if kernel is not None]
 
 
 def run(model, x, seed):
@@ -12,13 +14,15 @@ def run(model, x, seed):
     return out.detach(), {name: p.grad.clone() for name, p in model.named_parameters()}
 
 
+@pytest.mark.parametrize("kernel", COMPACTED)
 @pytest.mark.parametrize("mode,period", [("structured", 1), ("structured", 3), ("fixed", 1)])
 @pytest.mark.parametrize("p", [0.2, 0.5, 0.65])
-def test_compacted_structured_lstm_equals_the_dense_masked_one(p, mode, period):
-    """Forward outputs and every parameter gradient agree in float64 to 1e-10 (period 3 leaves a shorter last draw)."""
+def test_compacted_structured_lstm_equals_the_dense_masked_one(p, mode, period, kernel):
+    """Every kernel: forward outputs and every parameter gradient agree with the dense masked product through
+    autograd in float64 to 1e-10 (period 3 leaves a shorter last draw)."""
     torch.manual_seed(0)
-    compact = LSTM(12, 16, num_layers=3, p=p, mode=mode, compact=True, period=period).double()
-    dense = LSTM(12, 16, num_layers=3, p=p, mode=mode, compact=False, period=period).double()
+    compact = LSTM(12, 16, num_layers=3, p=p, mode=mode, kernel=kernel, period=period).double()
+    dense = LSTM(12, 16, num_layers=3, p=p, mode=mode, kernel="dense", period=period).double()
     dense.load_state_dict(compact.state_dict())
     x = torch.randn(7, 5, 12, dtype=torch.float64)
     out_c, grads_c = run(compact, x, seed=3)
@@ -28,12 +32,13 @@ def test_compacted_structured_lstm_equals_the_dense_masked_one(p, mode, period):
         assert torch.allclose(grads_c[name], grads_d[name], atol=1e-10, rtol=0), name
 
 
-def test_the_compacted_projection_skips_exactly_the_dropped_columns():
+@pytest.mark.parametrize("kernel", COMPACTED)
+def test_the_compacted_projection_skips_exactly_the_dropped_columns(kernel):
     """Dropped input columns get zero gradient and only the kept rows of W^T receive any."""
     x = torch.randn(4, 3, 10, requires_grad=True)
     w = torch.randn(10, 6, requires_grad=True)  # W^T
     indices = torch.tensor([[0, 1, 2, 3, 4]] * 4)
-    masked_projection(x, w, None, Drop(indices=indices, scale=2.0)).sum().backward()
+    masked_projection(x, w, None, Drop(indices=indices, scale=2.0, kernel=kernel)).sum().backward()
     assert (x.grad[:, :, 5:] == 0).all() and (x.grad[:, :, :5] != 0).all()
     assert (w.grad[5:] == 0).all() and (w.grad[:5] != 0).all()
 
@@ -80,3 +85,5 @@ def test_eval_mode_drops_nothing_and_bad_modes_are_rejected():
         LSTM(4, 6, mode="zoneout")
     with pytest.raises(ValueError, match="period must be a positive integer"):
         LSTM(4, 6, mode="structured", period=0)
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        LSTM(4, 6, mode="structured", kernel="sparse")

@@ -1,6 +1,8 @@
+import pytest
 import torch
 
 from mlsysrepro.recurrent.models import Tagger, WordLM, reverse_padded
+from mlsysrepro.sparsity.compaction import KERNELS
 
 
 def test_reverse_padded_reverses_each_column_within_its_length():
@@ -11,10 +13,11 @@ def test_reverse_padded_reverses_each_column_within_its_length():
     assert torch.equal(reverse_padded(out, lengths), x)
 
 
-def test_compacted_language_model_equals_the_dense_masked_one_decoder_included():
+@pytest.mark.parametrize("kernel", [name for name, kernel in KERNELS.items() if kernel is not None])
+def test_compacted_language_model_equals_the_dense_masked_one_decoder_included(kernel):
     torch.manual_seed(0)
-    compact = WordLM(50, 16, num_layers=2, p=0.5, mode="structured", compact=True).double()
-    dense = WordLM(50, 16, num_layers=2, p=0.5, mode="structured", compact=False).double()
+    compact = WordLM(50, 16, num_layers=2, p=0.5, mode="structured", kernel=kernel).double()
+    dense = WordLM(50, 16, num_layers=2, p=0.5, mode="structured", kernel="dense").double()
     dense.load_state_dict(compact.state_dict())
     ids = torch.randint(50, (6, 3))
     outs, grads = [], []

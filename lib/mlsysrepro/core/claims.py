@@ -436,7 +436,8 @@ class Report:
 
     def claims_markdown(self) -> str:
         """The judged claims as a markdown list under a heading, one line per declared claim: its verdict (with k of
-        n settings), statement, and the measured value beside the paper's; a notebook's closing finding."""
+        n settings), statement, and the measured value beside the paper's (for a claim not measured here, why not); a
+        notebook's closing finding."""
         judged = {claim["id"]: claim for claim in self.judged}
 
         def fmt(value):
@@ -446,8 +447,9 @@ class Report:
         for claim_id, claim in self.declared.items():
             result = judged[claim_id]
             held = f", {result['settings_held']} settings" if result["settings_held"] else ""
-            lines.append(f"- **{claim_id}** ({result['verdict']}{held}): {claim.statement}; measured "
-                         f"{fmt(result['measured'])} against the paper's {fmt(claim.paper_value)}.")
+            measured = (f"measured {fmt(result['measured'])} against the paper's {fmt(claim.paper_value)}"
+                        if result["measured"] is not None else result["why"])
+            lines.append(f"- **{claim_id}** ({result['verdict']}{held}): {claim.statement}; {measured}.")
         return "\n".join(lines)
 
     def judge(self, id: str, measurement: Measurement) -> str:

@@ -51,3 +51,9 @@ def failure_marker(paper: str, scale: str) -> Path:
     """A file beside the output folder that says the notebook's last run at ``scale`` failed (and why); the runner
     writes it, a successful :meth:`mlsysrepro.core.claims.Report.save` removes it."""
     return figures_root(scale) / f".{paper}.failed"
+
+
+def gpu_results_file() -> Path:
+    """``benchmarks/gpu/gpu_check.json``: the numbers ``benchmarks/gpu_check.sh`` measured on a GPU, committed so that
+    the notebooks can show them; ``MLSYSREPRO_GPU_RESULTS`` points elsewhere (the tests use a temporary file)."""
+    return Path(os.environ.get("MLSYSREPRO_GPU_RESULTS", REPO_ROOT / "benchmarks" / "gpu" / "gpu_check.json"))

@@ -107,3 +107,27 @@ def ratios(timings: Mapping[str, Timing], baseline: str) -> dict[str, Timing]:
         raise ValueError(f"baseline must be one of {sorted(timings)}, got {baseline!r}")
     base = timings[baseline].samples
     return {name: Timing(tuple(b / s for b, s in zip(base, t.samples))) for name, t in timings.items()}
+
+
+def machine(device: torch.device | str | None = None) -> dict[str, str]:
+    """What a timing ran on: the processor (or ``device``'s GPU), torch, its intra-op threads, the BLAS and the
+    vector instructions its CPU kernels use, and oneDNN; every timed table of the collection prints it beside it."""
+    import platform
+    import re
+
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    library = re.search(r"(Intel\(R\) oneAPI Math Kernel Library Version [\w.]+|OpenBLAS [\w.]+)", config)
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+    except OSError:
+        pass
+    described = {"cpu": cpu, "torch": torch.__version__, "threads": str(torch.get_num_threads()),
+                 "blas": (library.group(1) if library else blas.group(1) if blas else "unknown"),
+                 "cpu kernels": torch.backends.cpu.get_cpu_capability(),
+                 "oneDNN": "on" if torch.backends.mkldnn.is_available() else "off"}
+    if device is not None and torch.device(device).type == "cuda":
+        described["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return described

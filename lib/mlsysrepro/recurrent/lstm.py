@@ -12,9 +12,10 @@ the time loop and its backward pass are :class:`.recurrence.Recurrence`, the sam
 
 Each input projection runs once for the whole sequence through
 :func:`mlsysrepro.sparsity.compaction.masked_projection`; its weight is stored as ``W_ih^T`` (in x 4H). With a
-dense mask (cases I and II, and III or IV when ``compact=False``) it is ``(x * mask) W^T``: one full-width GEMM
-over all T B rows. With a batch-shared mask (cases III and IV) it runs GEMMs of the kept width ``k`` only, one
-per draw (:class:`mlsysrepro.sparsity.compaction.CompactProjection`).
+dense mask (cases I and II, and III or IV with ``kernel="dense"``) it is ``(x * mask) W^T``: one full-width GEMM
+over all T B rows. With a batch-shared mask (cases III and IV) the ``kernel`` (a name of
+:data:`mlsysrepro.sparsity.compaction.KERNELS`) runs its GEMMs at the kept width ``k``
+(:class:`mlsysrepro.sparsity.compaction.CompactProjection`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..sparsity.compaction import Drop, masked_projection
+from ..sparsity.compaction import Drop, check_kernel, masked_projection
 from ..sparsity.masks import check
 from .recurrence import Recurrence
 
@@ -31,17 +32,18 @@ class LSTM(nn.Module):
     """``num_layers`` LSTM layers on (T, B, input_size); dropout ``mode`` from :data:`mlsysrepro.sparsity.masks.MODES`.
 
     ``forward(x, state, generator)`` returns the top layer's outputs (T, B, H), not dropped, and the
-    final ``(h, c)`` per layer. ``compact=False`` computes the batch-shared cases with dense masked
-    GEMMs (the reference the tests compare the compacted path with). ``period`` re-draws a structured
+    final ``(h, c)`` per layer. ``kernel`` computes the batch-shared cases' projections (``"dense"``: dense
+    masked GEMMs, the reference the tests compare every compacted kernel with). ``period`` re-draws a structured
     mask every ``period`` steps (1, the default, is the paper's case III; see :mod:`mlsysrepro.sparsity.masks`).
     """
 
     def __init__(self, input_size: int, hidden_size: int, num_layers: int = 2, p: float = 0.0,
-                 mode: str = "standard", compact: bool = True, period: int = 1):
+                 mode: str = "standard", kernel: str = "per-draw", period: int = 1):
         super().__init__()
         check(mode, p, period)
+        check_kernel(kernel)
         self.hidden_size, self.num_layers, self.p, self.mode = hidden_size, num_layers, p, mode
-        self.compact, self.period = compact, period
+        self.kernel, self.period = kernel, period
         sizes = [input_size] + [hidden_size] * (num_layers - 1)
         # W_ih^T (in x 4H): the layout whose kept rows a compacted projection copies contiguously
         self.w_ih = nn.ParameterList(nn.Parameter(torch.empty(d, 4 * hidden_size)) for d in sizes)
@@ -56,7 +58,7 @@ class LSTM(nn.Module):
         """This module's dropout draw for a (steps, batch, width) input; none in eval mode."""
         if not self.training or self.p == 0 or self.mode == "none":
             return Drop(mask=torch.ones(1, 1, width, dtype=dtype, device=device))
-        return Drop.draw(self.mode, self.p, steps, batch, width, generator, self.compact, dtype, self.period, device)
+        return Drop.draw(self.mode, self.p, steps, batch, width, generator, self.kernel, dtype, self.period, device)
 
     def forward(self, x: torch.Tensor, state=None, generator: torch.Generator | None = None):
         steps, batch, _ = x.shape

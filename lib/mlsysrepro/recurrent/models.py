@@ -2,9 +2,9 @@
 
 - :class:`WordLM` (Zaremba et al., 2014, "medium": 2 layers x 650, BPTT 35): embedding -> LSTM ->
   dropout -> decoder. Dropout on the embeddings, between layers and before the decoder; in
-  ``structured`` mode every one of those GEMMs is compacted, the decoder's (H x 10,000) included.
+  ``structured`` mode every one of those GEMMs is compacted (by ``kernel``), the decoder's (H x 10,000) included.
   ``tied`` shares the embedding and decoder weights (Press & Wolf, 2017; needs emb = hidden).
-  ``mode``, ``p``, ``compact`` and ``period`` are those of :class:`.lstm.LSTM`, for every dropout in the model.
+  ``mode``, ``p``, ``kernel`` and ``period`` are those of :class:`.lstm.LSTM`, for every dropout in the model.
 - :class:`Tagger`: a BiLSTM tagger, a forward and a backward one-layer LSTM over the embeddings,
   dropout on the embeddings and on the concatenated states, a linear layer to the tags (no CRF).
 - :class:`Translator`: an LSTM encoder-decoder with global attention for IWSLT (see its docstring).
@@ -21,10 +21,10 @@ from .lstm import LSTM
 
 class WordLM(nn.Module):
     def __init__(self, vocab_size: int, hidden: int, num_layers: int = 2, p: float = 0.5, mode: str = "standard",
-                 tied: bool = False, compact: bool = True, period: int = 1):
+                 tied: bool = False, kernel: str = "per-draw", period: int = 1):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, hidden)
-        self.lstm = LSTM(hidden, hidden, num_layers, p, mode, compact, period)
+        self.lstm = LSTM(hidden, hidden, num_layers, p, mode, kernel, period)
         self.decoder_bias = nn.Parameter(torch.zeros(vocab_size))
         self.decoder = None if tied else nn.Parameter(torch.empty(hidden, vocab_size))  # W_dec^T
         nn.init.uniform_(self.embedding.weight, -0.05, 0.05)
@@ -49,11 +49,11 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 class Tagger(nn.Module):
     def __init__(self, vocab_size: int, num_tags: int, embedding: int = 100, hidden: int = 100, p: float = 0.5,
-                 mode: str = "standard", compact: bool = True, period: int = 1):
+                 mode: str = "standard", kernel: str = "per-draw", period: int = 1):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embedding, padding_idx=0)
-        self.forward_lstm = LSTM(embedding, hidden, 1, p, mode, compact, period)
-        self.backward_lstm = LSTM(embedding, hidden, 1, p, mode, compact, period)
+        self.forward_lstm = LSTM(embedding, hidden, 1, p, mode, kernel, period)
+        self.backward_lstm = LSTM(embedding, hidden, 1, p, mode, kernel, period)
         self.classifier = nn.Linear(2 * hidden, num_tags)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator | None = None):
@@ -79,12 +79,12 @@ class Translator(nn.Module):
     """
 
     def __init__(self, src_vocab: int, tgt_vocab: int, hidden: int, num_layers: int = 2, p: float = 0.3,
-                 mode: str = "standard", compact: bool = True, period: int = 1):
+                 mode: str = "standard", kernel: str = "per-draw", period: int = 1):
         super().__init__()
         self.src_embedding = nn.Embedding(src_vocab, hidden, padding_idx=0)
         self.tgt_embedding = nn.Embedding(tgt_vocab, hidden, padding_idx=0)
-        self.encoder = LSTM(hidden, hidden, num_layers, p, mode, compact, period)
-        self.decoder = LSTM(hidden, hidden, num_layers, p, mode, compact, period)
+        self.encoder = LSTM(hidden, hidden, num_layers, p, mode, kernel, period)
+        self.decoder = LSTM(hidden, hidden, num_layers, p, mode, kernel, period)
         self.score = nn.Parameter(torch.empty(hidden, hidden))  # W_a
         self.combine = nn.Linear(2 * hidden, hidden)  # W_c
         self.generator = nn.Parameter(torch.empty(hidden, tgt_vocab))  # W_gen^T

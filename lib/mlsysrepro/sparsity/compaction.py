@@ -1,20 +1,31 @@
 """Compacted GEMMs: a projection whose input has batch-shared dropped columns runs at the kept width
-(Sarma et al., NeurIPS 2021, Sec. 3).
+(Sarma et al., NeurIPS 2021, Sec. 3), in several exact forms (kernels) whose speed differs by machine.
 
 With a batch-shared mask (the paper's cases III and IV) whole columns of ``x_t`` are zero and only the ``k``
-kept neurons matter: for every group of steps that shares a draw, the kept columns of ``x`` and rows of ``W^T``
-are gathered and GEMMs of width ``k`` (instead of H) run, in :class:`CompactProjection`:
+kept neurons matter. For every group of ``s`` steps that shares a draw (``s`` is the mask's period: 1 for the
+paper's case III, T for case IV) the kept columns of ``x`` and rows of ``W^T`` are gathered, and the three GEMMs
+of a training step shrink by ``k / H = 1 - p``:
 
-- forward:          (s B, k) @ (k, N) per draw      instead of (T B, H) @ (H, N)
-- backward-data:    (k, N) @ (N, s B) per draw      (dX^T; the dropped neurons' gradient is zero, never computed)
-- backward-weight:  (k, s B) @ (s B, N) per draw    (only the kept rows of W^T receive gradient)
+=================  ==========================================  ============================================
+stage              dense, masked                               compacted, per draw
+=================  ==========================================  ============================================
+forward            ``(X * m) W^T``: (T B, H) @ (H, N)            (s B, k) @ (k, N)
+backward-data      ``(dY W) * m``: (T B, N) @ (N, H)             (s B, N) @ (N, k), scattered into dX
+backward-weight    ``(X * m)^T dY``: (H, T B) @ (T B, N)         (k, s B) @ (s B, N), added into dW^T
+=================  ==========================================  ============================================
 
-so all three shrink by ``k / H = 1 - p``. ``s`` is the mask's period: 1 for the paper's case III, so
-its GEMMs have only B rows and re-read a gathered weight every step; T for case IV, one GEMM of T B rows.
-The weight is stored as ``W^T`` (in x N), the layout whose kept rows are contiguous copies.
-:func:`masked_projection` is the one entry point: dense ``(x * mask) W^T`` for a dense :class:`Drop`, compacted
-for a batch-shared one. :mod:`mlsysrepro.recurrent.lstm` uses it for every LSTM input projection;
-:mod:`.gemm_timing` times its three GEMMs against the dense ones.
+Each stage has three forms (:data:`STAGE_FORMS`): ``per-draw`` runs one GEMM per draw in a loop, gathering the
+kept rows of the weight into one reused buffer; ``batched`` gathers every draw's rows at once, a (T/s, k, N)
+weight, and runs one batched GEMM (``torch.bmm``; every draw keeps the same ``k``, so no padding is needed);
+``dense`` runs the masked full-width GEMM over all T B rows. A :class:`Kernel` picks a form per stage, and
+:data:`KERNELS` names the ones the benchmark and the notebook time. All are exact: they compute the same
+numbers as the dense masked product (the tests compare every kernel with it in float64).
+
+Which is fastest depends on the machine. With ``s = 1`` a compacted GEMM has only B rows and a weight of its own,
+so it runs at a fraction of the rate of the dense GEMM over T B rows, and gathering the weight costs ``k N``
+copies a step; the paper's GPU kernels made compaction pay (Sec. 5), on a 2-core CPU neither cost is hidden (see
+:mod:`.gemm_timing` and the structured-dropout notebook for the measured numbers). The weight is stored as ``W^T`` (in x N), whose kept rows are contiguous.
+:func:`masked_projection` is the one entry point.
 """
 
 from __future__ import annotations
@@ -23,29 +34,67 @@ from dataclasses import dataclass
 
 import torch
 
-from .masks import draw_period, dropout_mask, kept_indices
+from .masks import draw_period, dropout_mask, kept_indices, mask_from_indices
+
+STAGES = ("forward", "backward-data", "backward-weight")
+STAGE_FORMS = ("per-draw", "batched", "dense")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """The form (one of :data:`STAGE_FORMS`) of each of the three GEMMs of a compacted projection."""
+
+    forward: str
+    backward_data: str
+    backward_weight: str
+
+    def __post_init__(self):
+        for stage, form in zip(STAGES, (self.forward, self.backward_data, self.backward_weight)):
+            if form not in STAGE_FORMS:
+                raise ValueError(f"the {stage} form must be one of {STAGE_FORMS}, got {form!r}")
+
+
+#: The kernels for batch-shared masks, by name. ``dense`` never compacts: the masked dense product through
+#: autograd (what cases I and II always run), the reference every other kernel is tested against.
+KERNELS = {
+    "per-draw": Kernel("per-draw", "per-draw", "per-draw"),
+    "per-draw, dense weight gradient": Kernel("per-draw", "per-draw", "dense"),
+    "per-draw forward": Kernel("per-draw", "dense", "dense"),
+    "batched": Kernel("batched", "batched", "batched"),
+    "batched, dense weight gradient": Kernel("batched", "batched", "dense"),
+    "dense": None,
+}
+
+
+def check_kernel(kernel: str) -> None:
+    """Raise a ValueError naming the parameter and the allowed values."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {list(KERNELS)}, got {kernel!r}")
 
 
 @dataclass
 class Drop:
     """One dropout draw for a (T, B, width) tensor: a broadcastable ``mask``, or for the compacted
-    batch-shared cases the kept ``indices`` (one row of k per draw), their ``scale`` (H / k) and the
-    ``period`` (steps per draw)."""
+    batch-shared cases the kept ``indices`` (one row of k per draw), their ``scale`` (H / k), the
+    ``period`` (steps per draw) and the ``kernel`` that computes the projection (a name of :data:`KERNELS`)."""
 
     mask: torch.Tensor | None = None
     indices: torch.Tensor | None = None
     scale: float = 1.0
     period: int = 1
+    kernel: str = "per-draw"
 
     @classmethod
     def draw(cls, mode: str, p: float, steps: int, batch: int, width: int, generator: torch.Generator,
-             compact: bool = True, dtype: torch.dtype = torch.float32, period: int = 1,
+             kernel: str = "per-draw", dtype: torch.dtype = torch.float32, period: int = 1,
              device: torch.device | str = "cpu") -> "Drop":
-        """Drawn from ``generator`` (a CPU generator: a draw is the same on every device), moved to ``device``."""
-        if compact and mode in ("structured", "fixed") and p > 0:
+        """Drawn from ``generator`` (a CPU generator: a draw is the same on every device, and the same for every
+        kernel), moved to ``device``."""
+        check_kernel(kernel)
+        if KERNELS[kernel] is not None and mode in ("structured", "fixed") and p > 0:
             period = draw_period(mode, steps, period)
             indices = kept_indices(steps, width, p, generator, period).to(device)
-            return cls(indices=indices, scale=width / indices.shape[1], period=period)
+            return cls(indices=indices, scale=width / indices.shape[1], period=period, kernel=kernel)
         return cls(mask=dropout_mask(mode, steps, batch, width, p, generator, dtype, period).to(device))
 
 
@@ -54,59 +103,129 @@ def draws(indices: torch.Tensor, period: int):
     return [(slice(d * period, (d + 1) * period), idx) for d, idx in enumerate(indices)]
 
 
-def compact_forward(x, weight_t, indices, scale, period):
-    """Forward: per draw, ``scale * x[rows][:, :, idx]`` (s B, k) @ ``W^T[idx]`` (k, out)."""
-    width = x.shape[2]
-    out = x.new_empty(*x.shape[:2], weight_t.shape[1])
+def _mask(indices, period, x):
+    """The dense (T, 1, H) mask, scaled, of the kept ``indices``, for ``x`` (T, B, H)."""
+    return mask_from_indices(indices, x.shape[2], x.dtype, period, x.shape[0]).to(x.device)
+
+
+def _by_draw(x, indices, period):
+    """``x`` (T, B, width) as (draws, s B, width), zero-padded when the last draw is shorter than ``period``."""
+    steps, batch, width = x.shape
+    padded = indices.shape[0] * period
+    if padded > steps:
+        x = torch.cat([x, x.new_zeros(padded - steps, batch, width)])
+    return x.reshape(indices.shape[0], period * batch, width)
+
+
+def _kept_columns(x, indices, period, scale):
+    """``scale * x[:, :, idx]`` of every draw at once: (draws, s B, k)."""
+    grouped = _by_draw(x, indices, period)
+    return grouped.gather(2, indices[:, None, :].expand(-1, grouped.shape[1], -1)).mul_(scale)
+
+
+# -- forward ------------------------------------------------------------------------------------------------
+
+def forward_per_draw(x, weight_t, indices, scale, period):
+    """Per draw, ``scale * x[rows][:, :, idx]`` (s B, k) @ ``W^T[idx]`` (k, N), the rows gathered into one buffer."""
+    width, out_dim = x.shape[2], weight_t.shape[1]
+    out = x.new_empty(*x.shape[:2], out_dim)
+    kept_w = weight_t.new_empty(indices.shape[1], out_dim)
     for rows, idx in draws(indices, period):
         kept_x = x[rows].reshape(-1, width).index_select(1, idx).mul_(scale)
-        torch.mm(kept_x, weight_t.index_select(0, idx), out=out[rows].view(-1, out.shape[2]))
+        torch.mm(kept_x, torch.index_select(weight_t, 0, idx, out=kept_w), out=out[rows].view(-1, out_dim))
     return out
 
 
-def compact_backward_data(grad, weight_t, indices, scale, period, width):
-    """Backward-data: per draw, ``W^T[idx]`` (k, out) @ ``grad[rows]^T`` (out, s B), written into the kept rows
-    of a zero dX^T (width, T, B), returned as dX (T, B, width).
+def forward_batched(x, weight_t, indices, scale, period):
+    """Every draw at once: (draws, s B, k) @ ``W^T[indices]`` (draws, k, N) in one ``torch.bmm``."""
+    out = torch.bmm(_kept_columns(x, indices, period, scale), weight_t[indices])
+    return out.reshape(-1, x.shape[1], weight_t.shape[1])[: x.shape[0]]
 
-    The GEMM computes dX^T rather than dX = grad @ W^T[idx]^T: the same FLOPs with the short side (s B) as
-    the output's columns; on 2 CPU cores MKL ran it faster in every shape we timed (H 650, out 4H or 10,000,
-    batch 20 and 64, one process, interleaved rounds).
-    """
-    steps, batch, out = grad.shape
-    grad_xt = grad.new_zeros(width, steps, batch)
+
+def forward_dense(x, weight_t, indices, scale, period):
+    """``(x * m) W^T``: one GEMM over all T B rows at the full width (``scale`` is in the mask ``m``)."""
+    return ((x * _mask(indices, period, x)).reshape(-1, x.shape[2]) @ weight_t).view(*x.shape[:2], -1)
+
+
+# -- backward-data ------------------------------------------------------------------------------------------
+
+def backward_data_per_draw(grad, weight_t, indices, scale, period, width):
+    """Per draw, ``grad[rows]`` (s B, N) @ ``W^T[idx]^T`` (N, k), written into the kept columns of a zero dX.
+
+    This orientation (dX, not dX^T) ran faster on 2 CPU cores when we measured both in one process, interleaved
+    (15.9 against 28.4 ms for H 650, N 2600, batch 20, T 35)."""
+    steps, batch, out_dim = grad.shape
+    grad_x = grad.new_zeros(steps, batch, width)
+    kept_w = weight_t.new_empty(indices.shape[1], out_dim)
     for rows, idx in draws(indices, period):
-        kept_grad_t = weight_t.index_select(0, idx) @ grad[rows].reshape(-1, out).t()
-        grad_xt[:, rows].view(width, -1).index_copy_(0, idx, kept_grad_t.mul_(scale))
-    return grad_xt.permute(1, 2, 0).contiguous()
+        kept = grad[rows].reshape(-1, out_dim) @ torch.index_select(weight_t, 0, idx, out=kept_w).t()
+        grad_x[rows].view(-1, width).index_copy_(1, idx, kept.mul_(scale))
+    return grad_x
 
 
-def compact_backward_weight(x, grad, indices, scale, period, weight_shape):
-    """Backward-weight: per draw, (k, s B) @ (s B, out), added into the kept rows of a zero dW^T."""
-    width = x.shape[2]
-    grad_w = grad.new_zeros(weight_shape)
+def backward_data_batched(grad, weight_t, indices, scale, period, width):
+    """Every draw at once: (draws, s B, N) @ ``W^T[indices]^T`` (draws, N, k), scattered into a zero dX."""
+    steps, batch, _ = grad.shape
+    kept = torch.bmm(_by_draw(grad, indices, period), weight_t[indices].transpose(1, 2)).mul_(scale)
+    grad_x = grad.new_zeros(indices.shape[0], kept.shape[1], width)
+    grad_x.scatter_(2, indices[:, None, :].expand(-1, kept.shape[1], -1), kept)
+    return grad_x.reshape(-1, batch, width)[:steps]
+
+
+def backward_data_dense(grad, weight_t, indices, scale, period, width):
+    """``(dY W) * m``: one full-width GEMM, the dropped columns zeroed afterwards."""
+    steps, batch, out_dim = grad.shape
+    mask = mask_from_indices(indices, width, grad.dtype, period, steps).to(grad.device)
+    return (grad.reshape(-1, out_dim) @ weight_t.t()).view(steps, batch, width) * mask
+
+
+# -- backward-weight ----------------------------------------------------------------------------------------
+
+def backward_weight_per_draw(x, grad, indices, scale, period):
+    """Per draw, (k, s B) @ (s B, N), added into the kept rows of a zero dW^T."""
+    width, out_dim = x.shape[2], grad.shape[2]
+    grad_w = grad.new_zeros(width, out_dim)
+    kept_grad = grad.new_empty(indices.shape[1], out_dim)
     for rows, idx in draws(indices, period):
         kept_x = x[rows].reshape(-1, width).index_select(1, idx).mul_(scale)
-        grad_w.index_add_(0, idx, kept_x.t() @ grad[rows].reshape(-1, grad.shape[2]))
+        grad_w.index_add_(0, idx, torch.mm(kept_x.t(), grad[rows].reshape(-1, out_dim), out=kept_grad))
     return grad_w
 
 
-class CompactProjection(torch.autograd.Function):
-    """``scale * x_t[:, idx] @ W^T[idx]`` for every group of ``period`` steps sharing the kept neurons
-    ``idx``, with a backward of the same width ``k``: :func:`compact_forward`,
-    :func:`compact_backward_data`, :func:`compact_backward_weight`.
+def backward_weight_batched(x, grad, indices, scale, period):
+    """Every draw at once: (draws, k, s B) @ (draws, s B, N), added into the kept rows of a zero dW^T."""
+    kept = torch.bmm(_kept_columns(x, indices, period, scale).transpose(1, 2), _by_draw(grad, indices, period))
+    grad_w = grad.new_zeros(x.shape[2], grad.shape[2])
+    return grad_w.index_add_(0, indices.reshape(-1), kept.reshape(-1, grad.shape[2]))
 
-    ``weight_t`` is ``W^T`` (in x out), so the kept rows are contiguous copies. One GEMM per draw, in a
-    loop over the draws: a single batched GEMM over a (T, k, out) gathered weight was about twice as
-    slow on a 2-core CPU (the copy leaves the cache). The backward re-gathers the kept rows rather than
-    keep them, and adds the weight gradient into them with ``index_add_`` (autograd's backward of an
-    indexed weight, ``index_put_`` with accumulation, is several times slower on the CPU).
+
+def backward_weight_dense(x, grad, indices, scale, period):
+    """``(X * m)^T dY``: one GEMM over all T B rows at the full width (the dropped rows come out zero)."""
+    return (x * _mask(indices, period, x)).reshape(-1, x.shape[2]).t() @ grad.reshape(-1, grad.shape[2])
+
+
+FORWARD = {"per-draw": forward_per_draw, "batched": forward_batched, "dense": forward_dense}
+BACKWARD_DATA = {"per-draw": backward_data_per_draw, "batched": backward_data_batched, "dense": backward_data_dense}
+BACKWARD_WEIGHT = {"per-draw": backward_weight_per_draw, "batched": backward_weight_batched,
+                   "dense": backward_weight_dense}
+
+
+class CompactProjection(torch.autograd.Function):
+    """``scale * x_t[:, idx] @ W^T[idx]`` for every group of ``period`` steps sharing the kept neurons ``idx``,
+    forward and backward in the forms of a :class:`Kernel` (:data:`FORWARD`, :data:`BACKWARD_DATA`,
+    :data:`BACKWARD_WEIGHT`).
+
+    The backward re-gathers the kept rows of the weight rather than keep them from the forward pass: kept, the
+    PTB model's (T, k, N) gathered weights (690 MB at H 650) made a training step slower on a 2-core CPU, not
+    faster. The weight gradient goes into the kept rows with ``index_add_`` (autograd's backward of an indexed
+    weight, ``index_put_`` with accumulation, is several times slower on the CPU).
     """
 
     @staticmethod
-    def forward(ctx, x, weight_t, indices, scale, period):
+    def forward(ctx, x, weight_t, indices, scale, period, kernel):
         ctx.save_for_backward(x, weight_t, indices)
-        ctx.scale, ctx.period = scale, period
-        return compact_forward(x, weight_t, indices, scale, period)
+        ctx.scale, ctx.period, ctx.kernel = scale, period, kernel
+        return FORWARD[kernel.forward](x, weight_t, indices, scale, period)
 
     @staticmethod
     def backward(ctx, grad):
@@ -114,17 +233,19 @@ class CompactProjection(torch.autograd.Function):
         grad = grad.contiguous()
         grad_x = grad_w = None
         if ctx.needs_input_grad[0]:
-            grad_x = compact_backward_data(grad, weight_t, indices, ctx.scale, ctx.period, x.shape[2])
+            grad_x = BACKWARD_DATA[ctx.kernel.backward_data](grad, weight_t, indices, ctx.scale, ctx.period,
+                                                              x.shape[2])
         if ctx.needs_input_grad[1]:
-            grad_w = compact_backward_weight(x, grad, indices, ctx.scale, ctx.period, weight_t.shape)
-        return grad_x, grad_w, None, None, None
+            grad_w = BACKWARD_WEIGHT[ctx.kernel.backward_weight](x, grad, indices, ctx.scale, ctx.period)
+        return grad_x, grad_w, None, None, None, None
 
 
 def masked_projection(x: torch.Tensor, weight_t: torch.Tensor, bias: torch.Tensor | None, drop: Drop) -> torch.Tensor:
     """``(x * mask) W^T + b`` for a sequence ``x`` (T, B, in) and ``weight_t = W^T`` (in, out); compacted to the
-    kept columns (:class:`CompactProjection`) when ``drop`` has indices."""
+    kept columns by ``drop.kernel`` (:class:`CompactProjection`) when ``drop`` has indices."""
     if drop.indices is None:
         out = (x * drop.mask) @ weight_t
     else:
-        out = CompactProjection.apply(x.contiguous(), weight_t, drop.indices, drop.scale, drop.period)
+        out = CompactProjection.apply(x.contiguous(), weight_t, drop.indices, drop.scale, drop.period,
+                                      KERNELS[drop.kernel])
     return out if bias is None else out + bias

@@ -46,7 +46,7 @@ def mask_from_indices(indices: torch.Tensor, hidden: int, dtype: torch.dtype = t
                       steps: int | None = None) -> torch.Tensor:
     """The (T, 1, H) batch-shared mask, scaled by ``H / k``, that :func:`kept_indices` describes."""
     draws, k = indices.shape
-    mask = torch.zeros(draws, hidden, dtype=dtype).scatter_(1, indices, hidden / k)
+    mask = torch.zeros(draws, hidden, dtype=dtype, device=indices.device).scatter_(1, indices, hidden / k)
     mask = mask.repeat_interleave(period, dim=0)[: draws * period if steps is None else steps]
     return mask[:, None, :]
 
