@@ -11,8 +11,9 @@ The notebook's two speed measurements (mlsysrepro.papers.structured_dropout), pr
    dense masked, per-draw compacted, batched compacted), as speed-ups over the dense form beside the ideal 1/(1-p).
 2. One training step of PTB "medium" (2 x H, BPTT 35) and of the CoNLL-2003 BiLSTM tagger: standard dropout, case
    III under every kernel (mlsysrepro.sparsity.compaction.KERNELS: which form each GEMM takes), a longer mask period,
-   case IV, and torch.nn.LSTM (oneDNN) with standard dropout; speed-up over standard dropout, and seconds per epoch.
-   The kernel that wins here is the one the notebook's CPU claim (C7) reads.
+   case IV, and torch.nn.LSTM (oneDNN) with standard dropout; speed-up over standard dropout (the median of the
+   per-round ratios), and seconds per epoch. The kernel that wins here is the one the notebook's CPU claim (C7)
+   reads; the forms the ``auto`` kernel picked for each projection are printed after it.
 
 Not a test: timings depend on the machine; compare the ratios.
 """
@@ -57,6 +58,8 @@ def main() -> None:
     print(speed.pivot_table(index="variant", columns=["task", "batch"], values="epoch_s", sort=False).round(0))
     for name, task, batch in structured_dropout.speed_settings(speed, args.p):
         print(f"fastest case III kernel, {name}: {structured_dropout.fastest_kernel(speed, task, args.p, batch)}")
+    print("\nforms the auto kernel picked (forward, backward-data, backward-weight), per projection T x B x H -> N:")
+    print(structured_dropout.auto_forms(settings).to_string(index=False))
 
 
 if __name__ == "__main__":

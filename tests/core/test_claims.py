@@ -226,7 +226,9 @@ def test_timings_are_kept_apart_and_dropped_for_comparison(tmp_path, monkeypatch
         report = make_report(tmp_path, monkeypatch, claims)
         report.metric("loss", 0.5)
         report.metric("seconds", seconds, timing=True)
-        report.judge("C1", Measurement(seconds, (seconds * 0.7, seconds * 1.1)))
+        # a timing claim over settings: each setting's own interval varies from run to run as well
+        report.judge("C1", Measurement(seconds, (seconds * 0.7, seconds * 1.1), per_setting={"a": seconds},
+                                       per_setting_interval={"a": (seconds * 0.7, seconds * 1.1)}))
         report.judge("C2", Measurement(0.9))
         saved.append(json.loads(report.save().read_text()))
     assert saved[0]["timings"] == {"seconds": 1.0} and saved[0]["metrics"] == {"loss": 0.5}

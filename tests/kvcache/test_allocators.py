@@ -106,7 +106,8 @@ def test_baklava_importance_puts_a_silenced_head_last():
     assert importance.shape == (CFG.layers, CFG.kv_heads)
     assert float(importance[silenced]) == pytest.approx(0, abs=1e-6)
     assert (importance.flatten().argsort()[0] == silenced[0] * CFG.kv_heads + silenced[1])
-    assert (importance.flatten() > 100 * float(importance[silenced])).sum() == importance.numel() - 1
+    # the silenced cache's importance is zero up to rounding, of either sign (the BLAS's summation order decides)
+    assert (importance.flatten() > 100 * abs(float(importance[silenced]))).sum() == importance.numel() - 1
 
 
 @torch.no_grad()

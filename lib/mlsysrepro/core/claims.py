@@ -564,15 +564,15 @@ def load_results(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
-#: What a timing claim's verdict depends on, dropped when two runs are compared.
-TIMING_FIELDS = ("measured", "interval", "per_setting", "settings_held", "baseline", "vs_paper", "verdict", "why",
-                 "note")
+#: What a timing claim keeps when two runs are compared: what its declaration fixes. Everything else it records
+#: (the measurement, its intervals, per-setting values, verdict and reason) depends on wall-clock time.
+DECLARED_FIELDS = ("id", "kind", "statement", "where", "paper_value", "unit", "rule", "over", "scale", "timing")
 
 
 def without_timings(results: dict[str, Any]) -> dict[str, Any]:
     """``results`` less what wall-clock time decides: what two runs with one seed must agree on."""
     kept = {k: v for k, v in results.items() if k != "timings"}
     kept["claims"] = [
-        {k: v for k, v in c.items() if not (c["timing"] and k in TIMING_FIELDS)} for c in results["claims"]
+        {k: v for k, v in c.items() if not c["timing"] or k in DECLARED_FIELDS} for c in results["claims"]
     ]
     return kept

@@ -34,12 +34,12 @@ from ..core.claims import (Claim, Measurement, above, across, at_least, at_most,
                            not_testable)
 from ..core.data import DatasetError, fetch, load_registry
 from ..core.tasks import TaskRunner
-from ..core.timing import interleaved
+from ..core.timing import interleaved, ratios
 from ..recurrent.models import Tagger, Translator, WordLM
 from ..recurrent.reference import TorchTagger, TorchWordLM
 from ..recurrent.training import perplexity, tag, train_lm, train_tagger, train_translator, translate
 from ..sparsity.compaction import KERNELS
-from ..sparsity.gemm_timing import time_stages
+from ..sparsity.gemm_timing import time_stages, tuned_shapes
 from ..sparsity.masks import dropout_mask, kept_count
 from ..text.bleu import corpus_bleu
 from ..text.corpora import IWSLT, UNK, batchify, build_vocab, load_conll2003, load_parallel, load_ptb, pad_batch
@@ -72,7 +72,7 @@ PRESETS = {
         conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=8, conll_lr=0.005,
         conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
-        speed_periods=[5], speed_repeats=5, translation=False,
+        speed_periods=[5], speed_repeats=7, translation=False,
         mt_pairs=["de-en", "en-vi"], mt_hidden=256, mt_epochs=12, mt_batch=64, device="cpu",
     ),
     "paper": dict(
@@ -377,23 +377,33 @@ def palette(labels) -> dict:
     return {label: PALETTE.get(label, extra.get(label, "#56b4e9")) for label in labels}
 
 
-def _seconds(timing) -> dict:
-    low, high = timing.interval
-    return {"step_s": timing.median, "step_low": low, "step_high": high}
+def _timed_rows(steps: dict, repeats: int, device) -> dict[str, dict]:
+    """Time the variants ``steps`` (label: a training step) together (:func:`mlsysrepro.core.timing.interleaved`):
+    per label, the median step time with its 95 % interval (``step_s``, ``step_low``, ``step_high``) and the
+    speed-up over standard dropout as the median of the per-round ratios, with its interval (``speedup_vs_standard``,
+    ``speedup_low``, ``speedup_high``; :func:`mlsysrepro.core.timing.ratios`: a slow spell that hits a whole round
+    cancels)."""
+    timed = interleaved(steps, repeats, device=device)
+    ups = ratios(timed, LABELS["standard"])
+    return {label: {"step_s": timing.median, "step_low": timing.interval[0], "step_high": timing.interval[1],
+                    "speedup_vs_standard": ups[label].median, "speedup_low": ups[label].interval[0],
+                    "speedup_high": ups[label].interval[1]} for label, timing in timed.items()}
 
 
 def speed_table(settings, seed: int = 0) -> pd.DataFrame:
     """Median seconds of one training step (forward, backward, update) of the full-size models, and per epoch.
 
     Variants (:func:`variants`): standard dropout, case III with the per-draw kernel (the paper's) and the dense one
-    at every rate, and with every kernel at ``p``; a longer mask period; case IV; torch.nn.LSTM.
+    at every rate, and with every kernel at ``p`` (``auto`` measures its forms in the untimed warm-up step); a longer
+    mask period; case IV; torch.nn.LSTM.
     PTB: :class:`mlsysrepro.recurrent.models.WordLM`, 2 x ``speed_hidden``, 10,000 words, one BPTT window, for every
     p of ``speed_ps`` at the first of ``speed_batches``, and at ``p`` for the other batches. CoNLL-2003: the BiLSTM
     tagger at ``speed_tagger_hidden``, batch ``conll_batch``, on the real training mini-batch whose padded
     length is the median one. ``epoch_s`` multiplies by the steps of one epoch of the full training set.
     The variants of one (task, batch, p) are timed in turn, round after round, in alternating order
-    (:func:`mlsysrepro.core.timing.interleaved`), and ``step_s`` is the median with its 95 % interval
-    (``step_low``, ``step_high``). Run it when nothing else runs.
+    (:func:`_timed_rows`): ``step_s`` is the median with its 95 % interval (``step_low``, ``step_high``), and
+    ``speedup_vs_standard`` the median per-round speed-up over standard dropout with its interval (``speedup_low``,
+    ``speedup_high``). Run it when nothing else runs.
     """
     corpus, conll = load_ptb(), load_conll2003()
     device = check_device(settings.device)
@@ -412,9 +422,9 @@ def speed_table(settings, seed: int = 0) -> pd.DataFrame:
                                      period=period))
                 steps[label] = _lm_step(model.to(device), ids, torch.Generator().manual_seed(seed))
                 kernels[label] = kernel
-            for label, timing in interleaved(steps, settings.speed_repeats, device=device).items():
+            for label, timed in _timed_rows(steps, settings.speed_repeats, device).items():
                 rows.append({"task": "ptb", "batch": batch, "p": p, "variant": label, "kernel": kernels[label],
-                             **_seconds(timing), "epoch_s": timing.median * windows})
+                             **timed, "epoch_s": timed["step_s"] * windows})
     train = conll["train"]
     vocab_list = build_vocab(train.words)
     index = {w: i for i, w in enumerate(vocab_list)}
@@ -438,18 +448,25 @@ def speed_table(settings, seed: int = 0) -> pd.DataFrame:
             steps[label] = _tagger_step(model.to(device), ids.to(device), lengths, target.to(device),
                                         torch.Generator().manual_seed(seed))
             kernels[label] = kernel
-        for label, timing in interleaved(steps, settings.speed_repeats, device=device).items():
+        for label, timed in _timed_rows(steps, settings.speed_repeats, device).items():
             rows.append({"task": "conll", "batch": b, "p": p, "variant": label, "kernel": kernels[label],
-                         **_seconds(timing), "epoch_s": timing.median * len(padded)})
+                         **timed, "epoch_s": timed["step_s"] * len(padded)})
     frame = pd.DataFrame(rows)
-    base = frame[frame.variant == LABELS["standard"]].set_index(["task", "batch", "p"]).step_s
-    frame["speedup_vs_standard"] = base.reindex(pd.MultiIndex.from_frame(frame[["task", "batch", "p"]])).values \
-        / frame.step_s
     hidden_of = {"ptb": settings.speed_hidden, "conll": settings.speed_tagger_hidden}
     compacted = frame.variant.str.startswith((LABELS["structured"], LABELS["fixed"])) & (frame.kernel != "dense")
     frame["ideal_speedup"] = [hidden_of[t] / kept_count(hidden_of[t], p) if c else 1.0
                               for t, p, c in zip(frame.task, frame.p, compacted)]
     return frame
+
+
+def auto_forms(settings) -> pd.DataFrame:
+    """The forms the ``auto`` kernel picked in this process (:func:`mlsysrepro.sparsity.gemm_timing.tuned_shapes`)
+    for case III at ``p``: one row per projection shape, named (T x B x H -> N), with the form of each stage."""
+    shapes = pd.DataFrame(tuned_shapes(), columns=["steps", "batch", "width", "out_dim", "kept", "period", "dtype",
+                                                   "device", "forward", "backward-data", "backward-weight"])
+    shapes = shapes[(shapes.period == 1) & (shapes.kept == [kept_count(w, settings.p) for w in shapes.width])]
+    projection = [f"{t}x{b}x{w} -> {n}" for t, b, w, n in zip(shapes.steps, shapes.batch, shapes.width, shapes.out_dim)]
+    return shapes.assign(projection=projection)[["projection", "forward", "backward-data", "backward-weight"]]
 
 
 def stage_breakdown_ideal(settings) -> float:
@@ -520,22 +537,21 @@ def _speed_row(speed: pd.DataFrame, task: str, variant: str, p: float, batch: in
 def speedup_claim(speed: pd.DataFrame, task: str, p: float, batch: int | None = None, variant: str | None = None,
                   note: str = "") -> Measurement:
     """``variant``'s speed-up over standard dropout in :func:`speed_table`'s frame (case III's fastest kernel by
-    default, :func:`fastest_kernel`), with the interval that the two step times' 95 % intervals allow (standard's low
-    end over the variant's high end, and back)."""
+    default, :func:`fastest_kernel`): the median per-round ratio with its 95 % interval."""
     variant = variant or fastest_kernel(speed, task, p, batch)
-    standard, ours = (_speed_row(speed, task, v, p, batch) for v in (LABELS["standard"], variant))
-    return Measurement(float(standard.step_s / ours.step_s),
-                       (float(standard.step_low / ours.step_high), float(standard.step_high / ours.step_low)),
+    ours = _speed_row(speed, task, variant, p, batch)
+    return Measurement(float(ours.speedup_vs_standard), (float(ours.speedup_low), float(ours.speedup_high)),
                        note=note or variant)
 
 
 def fastest_kernel(speed: pd.DataFrame, task: str, p: float, batch: int | None = None) -> str:
-    """The label of case III's fastest kernel (least median step time) for ``task`` at ``batch`` and ``p``."""
+    """The label of case III's fastest kernel (the largest median speed-up over standard dropout) for ``task`` at
+    ``batch`` and ``p``."""
     rows = speed[(speed.task == task) & (speed.p == p) & speed.variant.isin([kernel_label(k) for k in KERNELS])]
     rows = rows[rows.batch == (batch or rows.batch.iloc[0])] if not rows.empty else rows
     if rows.empty:
         raise ValueError(f"no case III kernel timed for task {task!r} at p {p}; rates: {sorted(speed.p.unique())}")
-    return str(rows.sort_values(["step_s", "variant"]).variant.iloc[0])
+    return str(rows.assign(slowness=-rows.speedup_vs_standard).sort_values(["slowness", "variant"]).variant.iloc[0])
 
 
 def speed_settings(speed: pd.DataFrame, p: float) -> list[tuple[str, str, int]]:

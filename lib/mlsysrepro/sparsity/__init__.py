@@ -5,7 +5,11 @@ Public entry points:
 
 - :func:`.masks.dropout_mask` — the structured-dropout paper's four mask cases (Fig. 1) plus no dropout, and
   :func:`.masks.kept_indices` for the batch-shared cases;
+- :mod:`.forms` — the forward, backward-data and backward-weight GEMMs of a projection that reads a batch-shared
+  dropped input, each in three exact forms (per-draw, batched, dense);
+- :mod:`.gemm_timing` — those forms timed, dense-masked against compacted (:func:`.gemm_timing.time_stages`), and
+  the fastest form of each GEMM for a shape (:func:`.gemm_timing.fastest_forms`);
 - :mod:`.compaction` — :func:`.compaction.masked_projection`: ``(x * mask) W^T`` computed at the kept width when
-  the mask is batch-shared (:class:`.compaction.CompactProjection`, forward and both backward GEMMs);
-- :mod:`.gemm_timing` — forward, backward-data and backward-weight GEMMs timed, dense-masked against compacted.
+  the mask is batch-shared, through a kernel that picks a form per GEMM (:data:`.compaction.KERNELS`, ``auto``
+  among them).
 """
