@@ -216,3 +216,18 @@ def test_parity_claims_pair_seeds_and_need_the_control_to_be_worse():
     assert verdict(CLAIMS["C5"], structured_dropout.parity_claim(undertrained, "ptb"))[0] == "not testable here"
     f1 = accuracy("conll", {"none": [80, 81, 80], "standard": [85, 86, 85], "structured": [85, 85.9, 85.2]})
     assert verdict(CLAIMS["C6"], structured_dropout.parity_claim(f1, "conll"))[0] == "holds"
+
+
+def test_auto_forms_names_the_case_iii_shapes_the_auto_kernel_measured(monkeypatch):
+    """One row per projection measured at p with a fresh mask every step; other rates and periods are left out."""
+    from mlsysrepro.sparsity import gemm_timing
+
+    monkeypatch.setattr(gemm_timing, "_FASTEST", {
+        (35, 20, 650, 2600, 325, 1, torch.float32, "cpu"): ("dense", "dense", "per-draw"),
+        (35, 20, 650, 10000, 325, 1, torch.float32, "cpu"): ("per-draw", "batched", "dense"),
+        (35, 20, 650, 2600, 520, 1, torch.float32, "cpu"): ("per-draw",) * 3,  # p = 0.2
+        (35, 20, 650, 2600, 325, 5, torch.float32, "cpu"): ("per-draw",) * 3,  # period 5
+    })
+    table = structured_dropout.auto_forms(settings(p=0.5))
+    assert table.projection.tolist() == ["35x20x650 -> 2600", "35x20x650 -> 10000"]
+    assert table.iloc[1][["forward", "backward-data", "backward-weight"]].tolist() == ["per-draw", "batched", "dense"]
