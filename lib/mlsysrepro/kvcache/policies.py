@@ -16,6 +16,10 @@ to the head's budget. Protected entries count against the budget like any other 
   decoding, each new query's attention is added to a decaying score (decay ``1 - 1/window``), an exponentially
   weighted observation window that slides with the decoding. This decoding rule is our choice, documented as such.
 
+- :class:`TemporalThreshold` (AsymVLM, Feng et al. 2026): the text eviction of a VLM: the image and the sinks
+  kept, cold text tokens (a recent-attention average below a threshold) evicted oldest first once the text is
+  over its budget.
+
 Query heads of one KV head (grouped-query attention) pool their attention into one score by summing.
 """
 
@@ -80,11 +84,53 @@ class SnapKV(TokenScorer):
         return score
 
 
-POLICIES = {name: SCORERS[name] for name in ("streamingllm", "h2o", "snapkv")}
+@register_scorer
+@dataclass(frozen=True)
+class TemporalThreshold(TokenScorer):
+    """AsymVLM's text-token eviction (our documented reading of "temporal threshold-based eviction, only when the
+    text exceeds a fixed budget"). The first ``vision`` positions (the image, pruned before prefill) and ``sinks``
+    text tokens after them are never evicted, nor the ``recent`` newest tokens; so the cache's budget minus those
+    is the text budget, and nothing is evicted until the text exceeds it. Each token's score is an exponential
+    moving average of the attention it receives, ``s <- decay * s + (1 - decay) * a`` per query (at prefill the
+    queries in order). A token is *hot* while its average is at least ``threshold`` times the mean over the held
+    tokens; over budget, the cold tokens go first, oldest first, and hot ones only when no cold one is left."""
+
+    vision: int = 0
+    sinks: int = 1
+    recent: int = 4
+    decay: float = 0.9
+    threshold: float = 1.0
+    name = "temporal_threshold"
+
+    def __post_init__(self):
+        if not 0 <= self.decay < 1:
+            raise ValueError(f"decay must be in [0, 1), got {self.decay}")
+        if self.vision < 0 or self.sinks < 0 or self.recent < 0 or self.threshold < 0:
+            raise ValueError("vision, sinks, recent and threshold must be >= 0")
+
+    def protected(self, budgets):
+        return split_protected(budgets, torch.full_like(budgets, self.vision + self.sinks),
+                               torch.full_like(budgets, self.recent))
+
+    def accumulate(self, score, seen):
+        weights = seen.weights  # (B, H, T, S): fold the T queries in order
+        t = weights.shape[2]
+        age = self.decay ** torch.arange(t - 1, -1, -1, dtype=weights.dtype)  # the last query weighs most
+        return score.mul_(self.decay ** t).add_((1 - self.decay) * (weights * age[:, None]).sum(2))
+
+    def priority(self, score, positions):
+        held = positions >= 0
+        mean = (score * held).sum(-1, keepdim=True) / held.sum(-1, keepdim=True).clamp(min=1)
+        hot = score >= self.threshold * mean
+        oldest_first = positions.to(score.dtype) / (positions.max() + 1).to(score.dtype)  # in [0, 1)
+        return torch.where(hot, 1 + score / mean.clamp(min=1e-12), oldest_first)
+
+
+POLICIES = {name: SCORERS[name] for name in ("streamingllm", "h2o", "snapkv", "temporal_threshold")}
 
 
 def make_policy(name: str, **options) -> TokenScorer:
-    """A policy by name (``streamingllm``, ``h2o``, ``snapkv``) with its options."""
+    """A policy by name (``streamingllm``, ``h2o``, ``snapkv``, ``temporal_threshold``) with its options."""
     if name not in POLICIES:
         raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
     return make_scorer(name, **options)

@@ -34,11 +34,13 @@ class Observation:
     ``weights``: (B, H, T, S) attention that the T new queries paid each of the S tokens, summed over the query
     heads that share a KV head (None for a scorer used before any attention). ``prefill``: these are the first
     tokens of the sequences. ``states``: (B, S, D) hidden states of the scored tokens, for scorers that read
-    content (a learned pruner); None when the caller has none."""
+    content (a learned pruner); None when the caller has none. ``query``: (B, L, D) the states of the text that a
+    query-aware pruner reads beside the scored tokens (the question)."""
 
     weights: torch.Tensor | None = None
     prefill: bool = False
     states: torch.Tensor | None = None
+    query: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)

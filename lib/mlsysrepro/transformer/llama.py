@@ -147,9 +147,13 @@ class Llama(nn.Module):
                 cache: KVCache | None = None) -> torch.Tensor:
         """Logits (B, T, vocab) for ``tokens`` (B, T) at ``positions`` (default 0..T-1); with a ``cache`` the
         tokens are appended to what it holds (prefill: many tokens, decoding: one)."""
+        return self.forward_embeddings(self.embed(tokens), positions, cache)
+
+    def forward_embeddings(self, x: torch.Tensor, positions: torch.Tensor | None = None,
+                           cache: KVCache | None = None) -> torch.Tensor:
+        """The same from input embeddings ``x`` (B, T, dim): how a vision-language model feeds image tokens."""
         if positions is None:
-            positions = torch.arange(tokens.shape[1], device=tokens.device).expand_as(tokens)
-        x = self.embed(tokens)
+            positions = torch.arange(x.shape[1], device=x.device).expand(x.shape[0], -1)
         for block in self.blocks:
             x = block(x, positions, cache)
         return self.head(self.norm(x))

@@ -61,10 +61,12 @@ def lm_loss(model: Llama, tokens: torch.Tensor, answer_mask: torch.Tensor) -> to
     return loss
 
 
-def train(model: Llama, sample: Callable[[torch.Generator], Batch], steps: int, lr: float,
-          generator: torch.Generator, warmup: int = 100, weight_decay: float = 0.1) -> list[float]:
-    """``steps`` AdamW steps with linear warmup then cosine decay to ``lr / 10``, gradients clipped at 1;
-    returns the loss of every step."""
+def train(model: torch.nn.Module, sample: Callable[[torch.Generator], tuple], steps: int, lr: float,
+          generator: torch.Generator, warmup: int = 100, weight_decay: float = 0.1,
+          loss: Callable[..., torch.Tensor] = lm_loss, desc: str = "training the LM") -> list[float]:
+    """``steps`` AdamW steps (betas 0.9, 0.95) on ``loss(model, *sample(generator))``, with linear warmup then
+    cosine decay to ``lr / 10``, gradients clipped at 1; returns the loss of every step. The default loss is the
+    LM's (:func:`lm_loss`); the VLM passes :func:`.vlm.vlm_loss`."""
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=weight_decay)
 
     def schedule(step: int) -> float:
@@ -75,13 +77,13 @@ def train(model: Llama, sample: Callable[[torch.Generator], Batch], steps: int, 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
     model.train()
     losses = []
-    for _ in progress(range(steps), "training the LM"):
-        loss = lm_loss(model, *sample(generator))
+    for _ in progress(range(steps), desc):
+        value = loss(model, *sample(generator))
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        value.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         sched.step()
-        losses.append(loss.item())
+        losses.append(value.item())
     model.eval()
     return losses

@@ -1,0 +1,79 @@
+"""AsymVLM's claim measurements on frames built by hand: the matched saving interpolates where accuracy leaves the
+tolerance, a method that wins gives a positive margin and its best rival a negative one, the text margin compares
+with the better rival per budget, and the trained model's cache ignores the experiments' knobs."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlsysrepro.core import resolve
+from mlsysrepro.core.cache import cache_key
+from mlsysrepro.papers import asymvlm
+
+
+def settings(**overrides):
+    return resolve("asymvlm", asymvlm.PRESETS, {"scale": "smoke", "resamples": 50, **overrides}, asymvlm.RANGES)
+
+
+def test_matched_saving_interpolates_where_accuracy_leaves_the_tolerance():
+    # full 0.9, tolerance 0.02: the floor 0.88 is crossed halfway between 0.3 (0.9) and 0.5 (0.86)
+    assert asymvlm.matched_saving({0.3: 0.9, 0.5: 0.86, 0.7: 0.5}, 0.9, 0.02) == pytest.approx(0.4)
+    assert asymvlm.matched_saving({0.3: 0.95, 0.5: 0.9}, 0.9, 0.02) == 0.5  # never below: the largest target
+    assert asymvlm.matched_saving({0.3: 0.5}, 0.9, 0.02) == pytest.approx(0.3 * 0.02 / 0.4)  # from 0 saved at full
+
+
+def frontier(accuracies: dict[str, dict[float, float]], families=("cell", "count"), n=200) -> pd.DataFrame:
+    """Items whose correctness gives exactly each (method, target) accuracy, on every family."""
+    rows = []
+    for family in families:
+        for method, curve in accuracies.items():
+            for target, acc in curve.items():
+                correct = np.arange(n) < round(acc * n)
+                rows += [dict(method=method, target=target, family=family, item=i, correct=bool(c), saving=target,
+                              kept=1) for i, c in enumerate(correct)]
+    return pd.DataFrame(rows)
+
+
+def test_the_winner_has_a_positive_margin_and_its_best_rival_a_negative_one():
+    curves = {"none": {0.0: 0.9}, "asymvlm": {0.3: 0.9, 0.54: 0.9, 0.75: 0.7},
+              **{b: {0.3: 0.9, 0.54: 0.7, 0.75: 0.5} for b in asymvlm.BASELINES}}
+    front = frontier(curves)
+    c1 = asymvlm.matched_saving_margin(front, settings(test_families=["cell", "count"]))
+    assert c1.value > 0.1 and c1.interval[0] > 0 and set(c1.per_setting) == {"cell", "count"}
+    assert c1.baseline.value < 0
+    c2 = asymvlm.gap_over_best(front, settings(), ["cell", "count"])
+    assert c2.value == pytest.approx(0.2) and c2.baseline.value == pytest.approx(-0.2)
+
+
+def test_the_parity_control_measures_pruning_against_none():
+    curves = {"none": {0.0: 0.9}, "asymvlm": {0.54: 0.8}, "random": {0.54: 0.5},
+              **{b: {0.54: 0.8} for b in asymvlm.BASELINES}}
+    c3 = asymvlm.gap_over_best(frontier(curves), settings(), ["count"], absolute=True, control=("random", "none"))
+    assert c3.value == pytest.approx(0.0) and c3.baseline.value == pytest.approx(0.4)  # |gap|: the control fails the rule
+
+
+def test_the_text_margin_is_against_the_better_rival_per_budget():
+    rows = []
+    for policy, accs in {"temporal_threshold": [0.8, 0.9], "h2o": [0.6, 0.85], "streamingllm": [0.3, 0.4]}.items():
+        for budget, acc in zip([4, 8], accs):
+            rows += [dict(policy=policy, budget=budget, item=i, correct=i < acc * 100) for i in range(100)]
+    margin = asymvlm.eviction_margin(pd.DataFrame(rows), settings(text_budgets=[4, 8]))
+    assert margin.per_setting == pytest.approx({"4 text tokens": 0.2, "8 text tokens": 0.05})
+    assert margin.baseline.note == "better rival: h2o" and margin.baseline.value < 0
+
+
+def test_flops_mismatch_is_the_largest_gap_to_the_target():
+    front = pd.DataFrame([dict(method="fastv", target=0.5, saving=0.52), dict(method="fastv", target=0.5, saving=0.5),
+                          dict(method="asymvlm", target=0.5, saving=0.45), dict(method="none", target=0.0, saving=0)])
+    assert asymvlm.flops_mismatch(front) == pytest.approx(0.05)
+
+
+def test_the_trained_model_is_keyed_by_its_knobs_alone():
+    key = lambda s: cache_key("vlm", s, asymvlm.MODEL_KNOBS, "mlsysrepro.transformer.vlm_training")  # noqa: E731
+    assert key(settings()) == key(settings(savings=[0.4], text_budgets=[2], operating_point=0.4))
+    assert key(settings()) != key(settings(steps=41))
+
+
+def test_bad_knobs_are_refused_by_name():
+    with pytest.raises(ValueError, match="operating_point"):
+        settings(operating_point=1.5)
