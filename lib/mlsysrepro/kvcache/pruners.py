@@ -88,14 +88,19 @@ class SpatialPooling(VisionPruner):
         return _average_into(states, keep, owner)
 
 
-@register_scorer
 @dataclass(frozen=True)
-class FastV(VisionPruner):
-    name: ClassVar[str] = "fastv"
-    reads: ClassVar[str] = "last"
+class AttentionPruner(VisionPruner):
+    """Ranks the vision tokens by the attention the signal it ``reads`` paid them (summed over its queries)."""
 
     def accumulate(self, score, seen):
         return seen.weights.sum(2)
+
+
+@register_scorer
+@dataclass(frozen=True)
+class FastV(AttentionPruner):
+    name: ClassVar[str] = "fastv"
+    reads: ClassVar[str] = "last"
 
 
 @register_scorer
@@ -106,12 +111,9 @@ class PyramidDrop(FastV):
 
 @register_scorer
 @dataclass(frozen=True)
-class SparseVLM(VisionPruner):
+class SparseVLM(AttentionPruner):
     name: ClassVar[str] = "sparsevlm"
     reads: ClassVar[str] = "text"
-
-    def accumulate(self, score, seen):
-        return seen.weights.sum(2)
 
 
 @register_scorer
@@ -122,16 +124,13 @@ class FitPrune(SparseVLM):
 
 @register_scorer
 @dataclass(frozen=True)
-class VisionZip(VisionPruner):
+class VisionZip(AttentionPruner):
     """Dominant tokens by [CLS] attention; ``contextual_share`` of the budget (VisionZip's 10 of 64) are targets
     spread evenly over the rest, each remaining token merged into the target whose state is most similar (cosine)."""
 
     contextual_share: float = 10 / 64
     name: ClassVar[str] = "visionzip"
     reads: ClassVar[str] = "cls"
-
-    def accumulate(self, score, seen):
-        return seen.weights.sum(2)
 
     def _contextual(self, count: int) -> int:
         return min(count - 1, round(count * self.contextual_share))

@@ -136,8 +136,8 @@ def text_attention(block, x: torch.Tensor, positions: torch.Tensor, n_vision: in
     return weights[:, None, :, :n_vision]
 
 
-def _observe(plan: PruningPlan, model: TinyVLM, previous: tuple | None, x: torch.Tensor, n_vision: int,
-             cls: torch.Tensor) -> Observation:
+def _observe(plan: PruningPlan, previous: tuple | None, x: torch.Tensor, n_vision: int, cls: torch.Tensor
+             ) -> Observation:
     reads = plan.pruner.reads
     if reads in ("last", "text"):
         block, before, positions = previous
@@ -157,7 +157,7 @@ def _run(model: TinyVLM, plan: PruningPlan, vision: torch.Tensor, cls: torch.Ten
     n_vision, lengths, previous = vision.shape[1], [], None
     for layer, block in enumerate(decoder.blocks):
         if layer in counts:  # a count of every token still runs the pruner (and must change nothing)
-            seen = _observe(plan, model, previous, x, n_vision, cls)
+            seen = _observe(plan, previous, x, n_vision, cls)
             score = plan.pruner.accumulate(x.new_zeros(len(x), 1, n_vision), seen)[:, 0]
             keep = plan.pruner.select(score, positions[:, :n_vision], min(counts[layer], n_vision))
             kept = plan.pruner.merge(x[:, :n_vision], positions[:, :n_vision], keep, side, score)
@@ -185,7 +185,7 @@ def pruned_prefill(model: TinyVLM, pixels: torch.Tensor, question: torch.Tensor,
     counts = dict(plan.stages)
     if plan.adaptive is None:
         return _run(model, plan, vision, cls, text, counts)
-    seen = _observe(plan, model, None, torch.cat((vision, text), 1), vision.shape[1], cls)
+    seen = _observe(plan, None, torch.cat((vision, text), 1), vision.shape[1], cls)
     per_row = plan.adaptive.counts(plan.pruner.accumulate(vision.new_zeros(len(vision), 1, vision.shape[1]),
                                                           seen)[:, 0])
     logits = vision.new_empty(len(vision), model.cfg.decoder.vocab)

@@ -404,6 +404,10 @@ def gap_over_best(front: pd.DataFrame, settings, families: list[str], method: st
     baseline is the same for the rival best on most families, against the others and ``method``; for a parity
     claim ``control`` (a, b) measures a's gap to b instead (pruning against none)."""
     target = settings.operating_point
+    reached = set(front.method[front.target == target])
+    rivals = tuple(r for r in rivals if r in reached)  # a rival that cannot save this much is not in the race
+    if not rivals or method not in reached:
+        raise ValueError(f"operating_point {target} is not among `savings` reached by {method} and a rival")
     draws = _bootstrap_items(front, settings.resamples, settings.seed)
 
     def gaps(who: str, against: tuple[str, ...]) -> Measurement:
