@@ -47,8 +47,12 @@ def test_claims_fixed_by_the_emulation_are_not_testable_and_checked_apart():
     assert verdict(CLAIMS["C3"], ddl_stalls.cost_claim_not_testable())[0] == "not testable here"
     assert verdict(CLAIMS["C4"], ddl_stalls.macro_claim_not_testable())[0] == "not testable here"
     verdicts = pd.DataFrame({"model": ["a", "b"], "cheapest_per_epoch": ["x", "y"],
-                             "most_expensive_is_cheapest": [False, True]})
+                             "most_expensive_is_cheapest": [False, True], "cheapest_beyond_noise": [False, True]})
     assert verdict(CLAIMS["K1"], ddl_stalls.priciest_not_cheapest(verdicts))[0] == "fails"
+    within_noise = verdicts.assign(cheapest_beyond_noise=False)
+    assert verdict(CLAIMS["K1"], ddl_stalls.priciest_not_cheapest(within_noise))[0] == "inconclusive"
+    never = verdicts.assign(most_expensive_is_cheapest=False, cheapest_beyond_noise=False)
+    assert verdict(CLAIMS["K1"], ddl_stalls.priciest_not_cheapest(never))[0] == "holds"
     macro = pd.DataFrame({"gradient_bytes": [1.0, 2.0, 3.0, 4.0], "layers": [4.0, 1.0, 3.0, 2.0],
                           "gradient_tensors": [1.0, 2.0, 3.0, 4.0], "stall_ms": [2.0, 4.0, 6.0, 8.0]})
     fits = fit_features(macro, "stall_ms")

@@ -57,7 +57,13 @@ def test_epoch_costs_and_the_recommendation():
     assert epochs.loc["p3.16xlarge", "cost_per_epoch"] == pytest.approx(0.6)
     verdict = ddl_stalls.expensive_not_cheapest(epochs.reset_index()).iloc[0]
     assert verdict.most_expensive == "p3.16xlarge" and verdict.cheapest_per_epoch == "p3.2xlarge"
-    assert verdict.most_expensive_is_fastest
+    assert verdict.most_expensive_is_fastest and not verdict.cheapest_beyond_noise
+    tied = epochs.reset_index().assign(samples_per_second_std=lambda f: 0.3 * f.samples_per_second)
+    tied.loc[tied.configuration == "p3.16xlarge", "cost_per_epoch"] = 0.25  # cheapest, but within 30 % noise
+    close = ddl_stalls.expensive_not_cheapest(tied).iloc[0]
+    assert close.most_expensive_is_cheapest and not close.cheapest_beyond_noise
+    clear = ddl_stalls.expensive_not_cheapest(tied.assign(samples_per_second_std=0.0)).iloc[0]
+    assert clear.cheapest_beyond_noise
     rec = ddl_stalls.recommendations(epochs.reset_index(), 10, [0.5, 1.0, 4.0]).set_index("budget_factor")
     assert rec.loc[0.5, "choice"] == "none meets the budget"
     assert rec.loc[1.0, "choice"] == "p3.16xlarge" and rec.loc[4.0, "choice"] == "p3.2xlarge"
