@@ -8,7 +8,7 @@ import torch
 from mlsysrepro.kvcache import schedules
 from mlsysrepro.kvcache.cache import BudgetedCache
 from mlsysrepro.kvcache.policies import TemporalThreshold
-from mlsysrepro.kvcache.pruners import AsymVLM, Oracle, RelevanceScorer, spread_order
+from mlsysrepro.kvcache.pruners import AsymVLM, Oracle, RelevanceScorer, Teacher, spread_order
 from mlsysrepro.kvcache.pruning import AdaptiveBudget, PruningPlan, pruned_prefill, text_to_vision_relevance
 from mlsysrepro.kvcache.scoring import make_scorer
 from mlsysrepro.transformer.flops import prefill_flops
@@ -37,12 +37,15 @@ def pruner(name, model, inputs):
         return AsymVLM(network=RelevanceScorer(CFG.decoder.dim, hidden=8).eval())
     if name == "oracle":
         return Oracle(relevance=(torch.arange(N) % 5 == 0).float().expand(len(inputs[0]), -1))
+    if name == "teacher":
+        return Teacher(relevance=text_to_vision_relevance(model, *inputs))
     if name == "pooling":
         return make_scorer(name, side=CFG.side)
     return make_scorer(name)
 
 
-NAMES = ["random", "pooling", "fastv", "pyramiddrop", "sparsevlm", "visionzip", "fitprune", "asymvlm", "oracle"]
+NAMES = ["random", "pooling", "fastv", "pyramiddrop", "sparsevlm", "visionzip", "fitprune", "asymvlm", "oracle",
+         "teacher"]
 AT_LAYER = {"fastv": 1, "pyramiddrop": 1, "sparsevlm": 1, "fitprune": 1}
 
 
@@ -82,6 +85,15 @@ def test_the_oracle_keeps_the_relevant_patches(model, inputs):
     score = plan.pruner.accumulate(torch.zeros(5, 1, N), type("Seen", (), {"weights": torch.rand(5, 1, 1, N)})())
     keep = plan.pruner.select(score[:, 0], torch.arange(N).expand(5, -1), 3)
     assert keep.tolist() == [[3, 9, 12]] * 5
+
+
+def test_the_teacher_keeps_its_most_relevant_tokens_and_refuses_a_missing_relevance(model, inputs):
+    relevance = text_to_vision_relevance(model, *inputs)
+    teacher = Teacher(relevance=relevance)
+    keep = teacher.select(teacher.accumulate(torch.zeros(5, 1, N), None)[:, 0], torch.arange(N).expand(5, -1), 4)
+    assert keep.tolist() == relevance.topk(4, -1).indices.sort(-1).values.tolist()
+    with pytest.raises(ValueError, match="teacher: relevance"):
+        Teacher().accumulate(torch.zeros(5, 1, N), None)
 
 
 def test_spread_order_spreads_the_first_tokens_over_the_grid():

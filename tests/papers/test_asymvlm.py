@@ -77,3 +77,31 @@ def test_the_trained_model_is_keyed_by_its_knobs_alone():
 def test_bad_knobs_are_refused_by_name():
     with pytest.raises(ValueError, match="operating_point"):
         settings(operating_point=1.5)
+
+
+def test_teacher_on_answers_measures_the_scorer_against_its_target():
+    """A scorer that returns its teacher's log-relevance holds every one of the teacher's top tokens and puts the
+    teacher's share on the answer; a scorer that puts all its mass off the answer puts none there."""
+    import torch
+
+    from mlsysrepro.kvcache.pruning import text_to_vision_relevance
+    from mlsysrepro.transformer.vlm import TinyVLM
+    from mlsysrepro.transformer.vlm_training import canvas_vlm_config
+    from mlsysrepro.vision.canvases import glyph_banks, make_batch
+
+    torch.manual_seed(0)
+    cfg = canvas_vlm_config(grid=2, patch=4, vit_dim=16, vit_layers=1, dim=16, layers=2, heads=2, kv_heads=1, ffn=24)
+    model = TinyVLM(cfg).eval()
+    banks = glyph_banks()
+    batch = make_batch(banks[1], ["cell"] * 8, 2, 0.3, torch.Generator().manual_seed(1), width=10)
+    teacher = text_to_vision_relevance(model, batch.pixels, batch.question)
+    relevant = asymvlm.answer_relevance(batch, cfg)
+
+    def lab(scores):
+        return asymvlm.Lab(model, lambda vision, question: scores, [], [], 0.0, banks, {"cell": batch}, batch)
+
+    exact = asymvlm.teacher_on_answers(lab(teacher.log()), count=5).loc["cell"]
+    assert exact.overlap == pytest.approx(1.0) and exact.scorer == pytest.approx(exact.teacher, rel=1e-5)
+    assert exact.uniform == pytest.approx(0.25)  # one cell of four
+    elsewhere = asymvlm.teacher_on_answers(lab(relevant * -100.0), count=5).loc["cell"]
+    assert elsewhere.scorer < 1e-6 and elsewhere.teacher == pytest.approx(exact.teacher)

@@ -19,6 +19,8 @@ keeps (the published methods on our 4-layer decoder; "-like" marks a simplificat
   (:class:`.pruning.AdaptiveBudget`); the scorer's architecture is our documented choice (the paper does not
   publish it).
 - ``oracle``: the patches of the cells that hold the answer first (the upper bound a scorer could reach).
+- ``teacher``: the unpruned model's own text-to-vision attention, which AsymVLM's scorer learns to predict (what
+  the scorer would keep if it fitted its target exactly).
 """
 
 from __future__ import annotations
@@ -161,20 +163,43 @@ class VisionZip(AttentionPruner):
         return _average_into(states, keep, owner)
 
 
-@register_scorer
 @dataclass(frozen=True)
-class Oracle(VisionPruner):
-    """``relevance`` (B, N): 1 on the patches of the cells that hold the answer (set per batch), ties broken by the
-    [CLS] attention."""
+class GivenRelevance(VisionPruner):
+    """Ranks by ``relevance`` (B, N), a score per vision token that is set for each batch from outside the model's
+    prefill (so it costs no FLOPs here: these pruners are references, not methods)."""
 
     relevance: torch.Tensor | None = None
+
+    def given(self, score: torch.Tensor) -> torch.Tensor:
+        if self.relevance is None or self.relevance.shape != score[:, 0].shape:
+            raise ValueError(f"{self.name}: relevance must be set to the batch's (B, N) scores, got "
+                             f"{None if self.relevance is None else tuple(self.relevance.shape)}")
+        return self.relevance[:, None].to(score.dtype)
+
+
+@register_scorer
+@dataclass(frozen=True)
+class Oracle(GivenRelevance):
+    """``relevance``: 1 on the patches of the cells that hold the answer, ties broken by the [CLS] attention."""
+
     name: ClassVar[str] = "oracle"
     reads: ClassVar[str] = "cls"
 
     def accumulate(self, score, seen):
-        if self.relevance is None or self.relevance.shape != score[:, 0].shape:
-            raise ValueError("oracle: relevance must be set to the batch's (B, N) answer patches")
-        return self.relevance[:, None].to(score.dtype) + seen.weights.sum(2)
+        return self.given(score) + seen.weights.sum(2)
+
+
+@register_scorer
+@dataclass(frozen=True)
+class Teacher(GivenRelevance):
+    """``relevance``: the unpruned model's text-to-vision attention (:func:`.pruning.text_to_vision_relevance`), the
+    target AsymVLM's scorer is trained on. Pruning by it shows what the scorer would keep if it fitted its teacher
+    exactly; computing it takes a whole unpruned prefill, so it is a diagnostic, never a method."""
+
+    name: ClassVar[str] = "teacher"
+
+    def accumulate(self, score, seen):
+        return self.given(score)
 
 
 class RelevanceScorer(nn.Module):

@@ -148,6 +148,21 @@ def _observe(plan: PruningPlan, previous: tuple | None, x: torch.Tensor, n_visio
     return Observation(states=x[:, :n_vision], query=x[:, n_vision:])
 
 
+def vision_scores(pruner: VisionPruner, seen: Observation, vision: torch.Tensor) -> torch.Tensor:
+    """(B, N): ``pruner``'s score of each of the ``vision`` tokens (B, N, D) from what it has ``seen``."""
+    return pruner.accumulate(vision.new_zeros(len(vision), 1, vision.shape[1]), seen)[:, 0]
+
+
+def prune_step(pruner: VisionPruner, seen: Observation, vision: torch.Tensor, positions: torch.Tensor, count: int,
+               side: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """One pruning point: ``pruner`` scores the ``vision`` tokens (B, N, D) at ``positions`` (B, N) from what it has
+    ``seen`` and keeps ``count`` of them; returns their states (B, count, D), merged as the pruner merges, and their
+    indices (B, count), increasing. ``side``: patches a side of the image's grid."""
+    score = vision_scores(pruner, seen, vision)
+    keep = pruner.select(score, positions, min(count, vision.shape[1]))
+    return pruner.merge(vision, positions, keep, side, score), keep
+
+
 def _run(model: TinyVLM, plan: PruningPlan, vision: torch.Tensor, cls: torch.Tensor, text: torch.Tensor,
          counts: dict[int, int]) -> PrunedPrefill:
     """The prefill of rows that keep the same number of tokens at every stage (``counts``: layer -> count)."""
@@ -158,9 +173,7 @@ def _run(model: TinyVLM, plan: PruningPlan, vision: torch.Tensor, cls: torch.Ten
     for layer, block in enumerate(decoder.blocks):
         if layer in counts:  # a count of every token still runs the pruner (and must change nothing)
             seen = _observe(plan, previous, x, n_vision, cls)
-            score = plan.pruner.accumulate(x.new_zeros(len(x), 1, n_vision), seen)[:, 0]
-            keep = plan.pruner.select(score, positions[:, :n_vision], min(counts[layer], n_vision))
-            kept = plan.pruner.merge(x[:, :n_vision], positions[:, :n_vision], keep, side, score)
+            kept, keep = prune_step(plan.pruner, seen, x[:, :n_vision], positions[:, :n_vision], counts[layer], side)
             x = torch.cat((kept, x[:, n_vision:]), 1)
             positions = torch.cat((positions[:, :n_vision].gather(1, keep), positions[:, n_vision:]), 1)
             cls = cls.gather(1, keep)
@@ -186,8 +199,7 @@ def pruned_prefill(model: TinyVLM, pixels: torch.Tensor, question: torch.Tensor,
     if plan.adaptive is None:
         return _run(model, plan, vision, cls, text, counts)
     seen = _observe(plan, None, torch.cat((vision, text), 1), vision.shape[1], cls)
-    per_row = plan.adaptive.counts(plan.pruner.accumulate(vision.new_zeros(len(vision), 1, vision.shape[1]),
-                                                          seen)[:, 0])
+    per_row = plan.adaptive.counts(vision_scores(plan.pruner, seen, vision))
     logits = vision.new_empty(len(vision), model.cfg.decoder.vocab)
     lengths = torch.empty(len(vision), model.cfg.decoder.layers, dtype=torch.long)
     kept = torch.empty(len(vision), dtype=torch.long)

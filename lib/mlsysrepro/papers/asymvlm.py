@@ -28,7 +28,7 @@ from ..core.timing import interleaved, ratios
 from ..kvcache import schedules
 from ..kvcache.cache import BudgetedCache, FullCache
 from ..kvcache.policies import make_policy
-from ..kvcache.pruners import AsymVLM, Oracle, RelevanceScorer, train_scorer
+from ..kvcache.pruners import AsymVLM, Oracle, RelevanceScorer, Teacher, train_scorer
 from ..kvcache.pruning import PruningPlan, pruned_prefill, text_attention, text_to_vision_relevance
 from ..kvcache.scoring import make_scorer
 from ..transformer.flops import saving
@@ -284,6 +284,9 @@ def evaluate(lab: Lab, plan: PruningPlan | None, batch: Batch) -> pd.DataFrame:
     else:
         if isinstance(plan.pruner, Oracle):
             plan = replace(plan, pruner=Oracle(relevance=relevant))
+        elif isinstance(plan.pruner, Teacher):
+            plan = replace(plan, pruner=Teacher(relevance=text_to_vision_relevance(model, batch.pixels,
+                                                                                   batch.question)))
         out = pruned_prefill(model, batch.pixels, batch.question, plan)
         extra = plan.pruner.flops(n, text)
         logits, kept, positions = out.logits, out.kept, out.positions
@@ -537,11 +540,13 @@ def eviction_margin(text: pd.DataFrame, settings, method: str = "temporal_thresh
 
 def ablation(lab: Lab, settings) -> pd.DataFrame:
     """At ``operating_point``, item by item on every test family: AsymVLM; its learned scorer with a fixed budget;
-    the [CLS]-attention heuristic in its place (fixed budget, no merging)."""
+    the scorer's teacher in its place (the unpruned model's own text-to-vision attention: what the scorer would
+    keep if it fitted its target exactly); the [CLS]-attention heuristic in its place (fixed budget, no merging)."""
     def compute():
         full = plans(lab, settings, settings.operating_point)["asymvlm"]
         variants = {"AsymVLM (learned, adaptive)": full,
                     "learned scorer, fixed budget": replace(full, adaptive=None),
+                    "its teacher, fixed budget": PruningPlan(Teacher(), full.stages),
                     "[CLS] attention, fixed budget": PruningPlan(make_scorer("visionzip", contextual_share=0.0),
                                                                  full.stages)}
         frames = [evaluate(lab, plan, batch).assign(variant=name, family=family)
@@ -549,6 +554,27 @@ def ablation(lab: Lab, settings) -> pd.DataFrame:
         return pd.concat(frames).rename_axis("item").reset_index()
 
     return cached("ablation", settings, compute, knobs=SCORER_KNOBS + FRONTIER_KNOBS + ("operating_point",))
+
+
+@torch.no_grad()
+def teacher_on_answers(lab: Lab, count: int) -> pd.DataFrame:
+    """Per test family, what AsymVLM's scorer learns from: the share of its teacher's relevance (the unpruned
+    model's text-to-vision attention, :func:`mlsysrepro.kvcache.pruning.text_to_vision_relevance`) and of the
+    learned scorer's softmax that falls on the answer cells' patches, beside those patches' share of the image (what
+    a uniform score puts there); and ``overlap``, the share of the teacher's ``count`` top tokens that the scorer's
+    ``count`` top tokens hold (how well the scorer fits its target where it matters)."""
+    rows = []
+    for family, batch in lab.test.items():
+        relevant = answer_relevance(batch, lab.cfg)
+        teacher = text_to_vision_relevance(lab.model, batch.pixels, batch.question)
+        vision, _ = lab.model.encode(batch.pixels)
+        learned = lab.scorer(vision, lab.model.embed_question(batch.question))
+        top = torch.zeros_like(teacher, dtype=torch.bool).scatter_(1, teacher.topk(count, -1).indices, True)
+        shared = top.gather(1, learned.topk(count, -1).indices).float().sum(1) / count
+        rows.append(dict(family=family, teacher=float((teacher * relevant).sum(1).mean()),
+                         scorer=float((learned.softmax(-1) * relevant).sum(1).mean()),
+                         uniform=float((relevant.sum(1) / relevant.shape[1]).mean()), overlap=float(shared.mean())))
+    return pd.DataFrame(rows).set_index("family")
 
 
 def prefill_latency(lab: Lab, settings) -> pd.DataFrame:
