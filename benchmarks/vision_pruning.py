@@ -38,12 +38,17 @@ from mlsysrepro.transformer.llama import LlamaConfig
 from mlsysrepro.transformer.vlm import TinyVLM, VLMConfig
 
 
-def table(timings, plans_saving: dict[str, float]) -> pd.DataFrame:
+def compare(title: str, fns: dict, saved: dict[str, float], repeats: int) -> None:
+    """Time ``fns`` (the first, ``unpruned``, the baseline) in interleaved rounds and print each one's median
+    seconds, its per-round speed-up with the 95 % interval, and the FLOPs it ``saved`` beside their ratio."""
+    with torch.no_grad():
+        timings = interleaved(fns, repeats)
     speedups = ratios(timings, "unpruned")
-    return pd.DataFrame([dict(method=name, seconds=t.median, speedup=speedups[name].median,
-                              speedup_low=speedups[name].interval[0], speedup_high=speedups[name].interval[1],
-                              flops_saved=plans_saving[name], flops_ratio=1 / (1 - plans_saving[name]))
-                         for name, t in timings.items()]).set_index("method").round(3)
+    print(title)
+    print(pd.DataFrame([dict(method=name, seconds=t.median, speedup=speedups[name].median,
+                             speedup_low=speedups[name].interval[0], speedup_high=speedups[name].interval[1],
+                             flops_saved=saved[name], flops_ratio=1 / (1 - saved[name]))
+                        for name, t in timings.items()]).set_index("method").round(3).to_string())
 
 
 def tiny_vlm(args) -> None:
@@ -72,11 +77,8 @@ def tiny_vlm(args) -> None:
         out = pruned_prefill(model, pixels, question, plan)
         saved[name] = float(saving(decoder, out.lengths, torch.full((args.batch,), n + text),
                                    plan.pruner.flops(n, text)).mean())
-    with torch.no_grad():
-        timings = interleaved(fns, args.repeats)
-    print(f"TinyVLM: {n} vision + {text} text tokens, decoder width {args.dim} x {args.layers} layers, "
-          f"batch {args.batch}, {args.repeats} rounds")
-    print(table(timings, saved).to_string())
+    compare(f"TinyVLM: {n} vision + {text} text tokens, decoder width {args.dim} x {args.layers} layers, "
+            f"batch {args.batch}, {args.repeats} rounds", fns, saved, args.repeats)
 
 
 def huggingface_llava(args) -> None:
@@ -116,11 +118,8 @@ def huggingface_llava(args) -> None:
         lengths = pruned_llava_prefill(model, ids, pixels, plan).lengths
         saved[name] = float(saving(decoder, lengths[:, None].expand(-1, args.layers), full,
                                    plan.pruner.flops(n, args.text + 1)).mean())
-    with torch.no_grad():
-        timings = interleaved(fns, args.repeats)
-    print(f"\nHuggingFace LLaVA (transformers {transformers.__version__}): its own prefill against "
-          f"kvcache.hf_vlm.pruned_llava_prefill, {n} vision + {args.text + 1} text tokens")
-    print(table(timings, saved).to_string())
+    compare(f"\nHuggingFace LLaVA (transformers {transformers.__version__}): its own prefill against "
+            f"kvcache.hf_vlm.pruned_llava_prefill, {n} vision + {args.text + 1} text tokens", fns, saved, args.repeats)
 
 
 def main() -> None:

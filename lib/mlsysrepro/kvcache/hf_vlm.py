@@ -93,17 +93,16 @@ def pruned_llava_prefill(model, input_ids: torch.Tensor, pixel_values: torch.Ten
     embeds = model.get_input_embeddings()(input_ids).to(features.dtype)
     before, after = embeds[:, :start], embeds[:, start + n:]
     positions = torch.arange(input_ids.shape[1], device=input_ids.device).expand(len(input_ids), -1)
-    seen = Observation(states=features, query=after)
-    count = plan.stages[0][1]
-    per_row = (plan.adaptive.counts(vision_scores(plan.pruner, seen, features)) if plan.adaptive is not None
-               else torch.full((len(features),), min(count, n)))
+    scores = vision_scores(plan.pruner, Observation(states=features, query=after), features)  # once, for every row
+    per_row = (plan.adaptive.counts(scores) if plan.adaptive is not None
+               else torch.full((len(features),), min(plan.stages[0][1], n)))
     logits = features.new_empty(len(features), model.config.text_config.vocab_size)
     lengths = torch.empty(len(features), dtype=torch.long)
     kept = torch.full((len(features), n), -1, dtype=torch.long)
     for k in per_row.unique().tolist():
         rows = (per_row == k).nonzero()[:, 0]
-        sub = Observation(states=features[rows], query=after[rows])
-        image, keep = prune_step(plan.pruner, sub, features[rows], positions[rows, start:start + n] - start, k, side)
+        image, keep = prune_step(plan.pruner, scores[rows], features[rows], positions[rows, start:start + n] - start, k,
+                                 side)
         x = torch.cat((before[rows], image, after[rows]), 1)
         ids = torch.cat((positions[rows, :start], start + keep, positions[rows, start + n:]), 1)
         logits[rows] = model(inputs_embeds=x, position_ids=ids, logits_to_keep=1).logits[:, -1]

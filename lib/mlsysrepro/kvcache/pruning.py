@@ -153,27 +153,28 @@ def vision_scores(pruner: VisionPruner, seen: Observation, vision: torch.Tensor)
     return pruner.accumulate(vision.new_zeros(len(vision), 1, vision.shape[1]), seen)[:, 0]
 
 
-def prune_step(pruner: VisionPruner, seen: Observation, vision: torch.Tensor, positions: torch.Tensor, count: int,
+def prune_step(pruner: VisionPruner, score: torch.Tensor, vision: torch.Tensor, positions: torch.Tensor, count: int,
                side: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """One pruning point: ``pruner`` scores the ``vision`` tokens (B, N, D) at ``positions`` (B, N) from what it has
-    ``seen`` and keeps ``count`` of them; returns their states (B, count, D), merged as the pruner merges, and their
-    indices (B, count), increasing. ``side``: patches a side of the image's grid."""
-    score = vision_scores(pruner, seen, vision)
+    """One pruning point: of the ``vision`` tokens (B, N, D) at ``positions`` (B, N), keep the ``count`` that
+    ``pruner`` selects by their ``score`` (B, N; :func:`vision_scores`); returns their states (B, count, D), merged
+    as the pruner merges, and their indices (B, count), increasing. ``side``: patches a side of the image's grid."""
     keep = pruner.select(score, positions, min(count, vision.shape[1]))
     return pruner.merge(vision, positions, keep, side, score), keep
 
 
 def _run(model: TinyVLM, plan: PruningPlan, vision: torch.Tensor, cls: torch.Tensor, text: torch.Tensor,
-         counts: dict[int, int]) -> PrunedPrefill:
-    """The prefill of rows that keep the same number of tokens at every stage (``counts``: layer -> count)."""
+         counts: dict[int, int], before: torch.Tensor | None = None) -> PrunedPrefill:
+    """The prefill of rows that keep the same number of tokens at every stage (``counts``: layer -> count);
+    ``before``: the pruner's scores before prefill (layer 0) when the caller has them already."""
     decoder, side = model.decoder, model.cfg.side
     x = torch.cat((vision, text), 1)
     positions = torch.arange(x.shape[1]).expand(len(x), -1)
     n_vision, lengths, previous = vision.shape[1], [], None
     for layer, block in enumerate(decoder.blocks):
         if layer in counts:  # a count of every token still runs the pruner (and must change nothing)
-            seen = _observe(plan, previous, x, n_vision, cls)
-            kept, keep = prune_step(plan.pruner, seen, x[:, :n_vision], positions[:, :n_vision], counts[layer], side)
+            score = (before if layer == 0 and before is not None
+                     else vision_scores(plan.pruner, _observe(plan, previous, x, n_vision, cls), x[:, :n_vision]))
+            kept, keep = prune_step(plan.pruner, score, x[:, :n_vision], positions[:, :n_vision], counts[layer], side)
             x = torch.cat((kept, x[:, n_vision:]), 1)
             positions = torch.cat((positions[:, :n_vision].gather(1, keep), positions[:, n_vision:]), 1)
             cls = cls.gather(1, keep)
@@ -192,14 +193,15 @@ def pruned_prefill(model: TinyVLM, pixels: torch.Tensor, question: torch.Tensor,
                    ) -> PrunedPrefill:
     """Answer ``question`` (B, L) about ``pixels`` with the vision tokens ``plan`` keeps. Rows whose adaptive
     budgets differ run as separate batches (one per distinct count), so every sequence is exactly as long as its
-    budget says: nothing is masked."""
+    budget says: nothing is masked. The scores that choose the budgets also select the tokens (scored once)."""
     vision, cls = model.encode(pixels)
     text = model.embed_question(question)
     counts = dict(plan.stages)
     if plan.adaptive is None:
         return _run(model, plan, vision, cls, text, counts)
     seen = _observe(plan, None, torch.cat((vision, text), 1), vision.shape[1], cls)
-    per_row = plan.adaptive.counts(vision_scores(plan.pruner, seen, vision))
+    scores = vision_scores(plan.pruner, seen, vision)
+    per_row = plan.adaptive.counts(scores)
     logits = vision.new_empty(len(vision), model.cfg.decoder.vocab)
     lengths = torch.empty(len(vision), model.cfg.decoder.layers, dtype=torch.long)
     kept = torch.empty(len(vision), dtype=torch.long)
@@ -207,7 +209,7 @@ def pruned_prefill(model: TinyVLM, pixels: torch.Tensor, question: torch.Tensor,
     for count in per_row.unique().tolist():
         rows = (per_row == count).nonzero()[:, 0]
         later = {layer: min(c, count) for layer, c in counts.items() if layer > 0}
-        part = _run(model, plan, vision[rows], cls[rows], text[rows], {0: count, **later})
+        part = _run(model, plan, vision[rows], cls[rows], text[rows], {0: count, **later}, scores[rows])
         logits[rows], lengths[rows], kept[rows], positions[rows] = part.logits, part.lengths, part.kept, part.positions
     return PrunedPrefill(logits, lengths, kept, positions)
 
