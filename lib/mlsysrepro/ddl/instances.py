@@ -1,9 +1,8 @@
 """The AWS GPU instances the paper characterises, their prices, and the time dilation that lets a CPU stand in.
 
-Catalogue: GPUs per instance, the intra-machine interconnect and the network (named links of :mod:`.links`), and
-the on-demand price the authors' analysis uses (DS-Analyzer fork, ``tool/analyze.py``; recorded in the registry's
-``cloud_gpu_spot_prices_2020/SOURCE.md``). Spot prices are the median of the registry's AWS spot-price history
-(us-east-1 and us-west-2, February-March 2020).
+Catalogue: the intra-machine interconnect and the network (named links of :mod:`.links`) of each instance of
+:data:`mlsysrepro.core.cloud.INSTANCE_TYPES`, which holds its GPUs and the on-demand price the authors' analysis
+uses; spot prices are the median of the registry's AWS spot-price history (:func:`mlsysrepro.core.cloud.spot_prices`).
 
 **Time dilation.** Our workers are CPU processes, far slower than the GPUs they stand for. If the links kept their
 real speed, communication would look negligible. So each emulated cluster runs *dilated*: with
@@ -15,36 +14,41 @@ communication-to-compute ratio; measured per-iteration times are divided by it t
 
 from __future__ import annotations
 
-import json
-import statistics
 from dataclasses import dataclass
-from functools import lru_cache
 
-from ..core.data import fetch
+from ..core.cloud import GPU_PEAK_FLOPS, instance_type, spot_prices
 from .emulation import EmulatedCluster
-
-#: Peak fp32 FLOP/s per GPU: V100 SXM2 15.7 TFLOP/s (NVIDIA V100 datasheet); K80 4.37 TFLOP/s per GK210 die,
-#: which is what one p2 "GPU" is (8.73 TFLOP/s per two-die board at boost clocks, NVIDIA K80 datasheet).
-GPU_PEAK_FLOPS = {"V100": 15.7e12, "K80": 4.37e12}
 
 
 @dataclass(frozen=True)
 class Instance:
+    """An instance of :data:`mlsysrepro.core.cloud.INSTANCE_TYPES` with the links the emulation charges."""
+
     name: str
-    gpu: str
-    gpus: int
     intra: str | None  # GPU-to-GPU link inside the instance
     network: str  # instance-to-instance link
-    on_demand: float  # $ per hour
+
+    @property
+    def gpu(self) -> str:
+        return instance_type(self.name).gpu
+
+    @property
+    def gpus(self) -> int:
+        return instance_type(self.name).gpus
+
+    @property
+    def on_demand(self) -> float:
+        """$ per hour."""
+        return instance_type(self.name).on_demand
 
 
 INSTANCES = {i.name: i for i in (
-    Instance("p2.xlarge", "K80", 1, None, "net10", 0.90),
-    Instance("p2.8xlarge", "K80", 8, "pcie3", "net10", 7.20),
-    Instance("p2.16xlarge", "K80", 16, "pcie3", "net25", 14.40),
-    Instance("p3.2xlarge", "V100", 1, None, "net10", 3.06),
-    Instance("p3.8xlarge", "V100", 4, "nvlink2", "net10", 12.24),
-    Instance("p3.16xlarge", "V100", 8, "nvlink2", "net25", 24.48),
+    Instance("p2.xlarge", None, "net10"),
+    Instance("p2.8xlarge", "pcie3", "net10"),
+    Instance("p2.16xlarge", "pcie3", "net25"),
+    Instance("p3.2xlarge", None, "net10"),
+    Instance("p3.8xlarge", "nvlink2", "net10"),
+    Instance("p3.16xlarge", "nvlink2", "net25"),
 )}
 
 
@@ -95,14 +99,3 @@ def dilation(cpu_seconds: float, flops: float, gpu: str, gpu_efficiency: float) 
     if not 0 < gpu_efficiency <= 1:
         raise ValueError(f"gpu_efficiency must be in (0, 1], got {gpu_efficiency}")
     return cpu_seconds / (flops / (GPU_PEAK_FLOPS[gpu] * gpu_efficiency))
-
-
-@lru_cache(maxsize=1)
-def spot_prices() -> dict[str, float]:
-    """Median AWS spot price ($/h) per instance over the registry's history (both regions, all dates)."""
-    root = fetch("cloud_gpu_spot_prices_2020") / "logs" / "aws" / "cost"
-    prices: dict[str, list[float]] = {}
-    for path in sorted(root.glob("*/*.json")):
-        for row in json.loads(path.read_text())["SpotPriceHistory"]:
-            prices.setdefault(row["InstanceType"], []).append(float(row["SpotPrice"]))
-    return {name: statistics.median(values) for name, values in sorted(prices.items())}
