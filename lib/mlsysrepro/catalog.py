@@ -97,7 +97,9 @@ PAPERS: tuple[Paper, ...] = (
           figures=("delay_example", "makespan_jct_by_trace", "cdfs", "utilisation_over_time", "placement_spread",
                    "sweeps", "delay_timers", "simulator_speed")),
     Paper("cocktail", "Cocktail: A Multidimensional Optimization for Model Serving in Cloud",
-          "NSDI 2022", "https://arxiv.org/abs/2106.05345", "Cloud and clusters"),
+          "NSDI 2022", "https://arxiv.org/abs/2106.05345", "Cloud and clusters",
+          figures=("zoo", "cost", "models_per_query", "latency_cdf", "target_attainment", "vms_over_time",
+                   "sampling_interval", "revocations", "predictors", "ablation")),
 )
 
 

@@ -128,3 +128,20 @@ def test_small_multiples_may_label_a_row_once_but_a_lone_panel_may_not_go_unlabe
     assert plots.style_problems(fig) == []
     axes[1, 0].set_ylabel("")
     assert plots.style_problems(fig) == ["panel 'step': the y axis has numbers but no label"] * 2
+
+
+def test_a_log_axis_labels_one_two_five_and_never_its_minor_ticks():
+    import matplotlib.pyplot as plt
+
+    from mlsysrepro.core.plots import log_axis, style_problems
+
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot([0.04, 0.07], [0, 1])  # under a decade: matplotlib's default would label the minor ticks
+    log_axis(ax)
+    ax.set(xlabel="latency (ms, log)", ylabel="share", title="Fig. 1 (test)")
+    fig.canvas.draw()
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and not any("$" in label for label in labels), "plain numbers, no mathtext powers of ten"
+    assert not [t for t in ax.xaxis.get_minorticklabels() if t.get_text()]
+    assert not [p for p in style_problems(fig) if "overlaps" in p]
+    plt.close(fig)

@@ -1,0 +1,442 @@
+"""The experiments of the Cocktail notebook (Gunasekaran et al., NSDI 2022): presets and one function per figure.
+
+- :func:`zoo` — the trained model zoo with its measured latencies (:mod:`mlsysrepro.serving.zoo`);
+- :func:`lab` — the zoo with its voter, capacities at the serving batch, and the constraint classes
+  (:func:`constraint_classes`: latency SLOs and accuracy targets set from the zoo's most accurate model);
+- :func:`day` — one trace's history and served day, per second, and :func:`forecasts`, every predictor's forecast;
+- :func:`comparison` — every policy on every trace, class and seed (cost, latency, attainment, models per query),
+  plus the main setting's series (VMs over time, latency CDF);
+- :func:`sampling_sensitivity`, :func:`revocation_resilience`, :func:`predictor_study`, :func:`ablation`;
+- :data:`CLAIMS`, declared before the run, and their measurements :func:`ratio_over_settings` (C1, C2, C3, C5),
+  :func:`attainment_over_settings` (C4), :func:`invariants_held` (K1) and :func:`replay_consistency` (K2).
+
+Every simulation serves one constraint class on one trace for one seed (the trace's draws and the spot
+revocations), so a claim "over the traces and classes" is judged per (trace, class) setting, each over seeds.
+Capacities come from latencies measured on this machine, so every serving result is a timing-dependent result.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from ..core.cache import cached
+from ..core.cloud import INSTANCE_TYPES, spot_prices
+from ..core.claims import Claim, Measurement, across_seeds, at_least, at_most, below, is_true
+from ..core.progress import progress
+from ..core.tasks import TaskRunner
+from ..core.timing import clock
+from ..serving import traces
+from ..serving.ensemble import Selection, Voter, select_greedy, select_single, eligible
+from ..serving.fleet import vm_types
+from ..serving.metrics import summary, summary_all, weighted_quantiles
+from ..serving.policies import LABELS, POLICIES, make_policy
+from ..serving.predictors import forecast_error, make_predictor
+from ..serving.replay import correct_counts, request_orders, schedule
+from ..serving.simulator import Config, Workload, check_invariants, simulate
+from ..serving.zoo import Zoo, build_zoo, load_split
+
+#: The default scale, which the paper scale extends (more training, timing rounds and seeds).
+DEFAULT = dict(
+    dataset="mnist", train_images=6000, validation_images=2000, test_images=2000,
+    models=["naive_bayes", "logistic_regression", "linear_svm", "knn", "random_forest", "extra_trees",
+            "gradient_boosting", "mlp_small", "mlp_large", "cnn_4", "cnn_16", "resnet18"], epochs=5,
+    batches=[1, 8, 32], latency_repeats=15, batch=32,
+    traces=["openb_folded", "openb_days"], main_trace="openb_folded", mean_rate=4000.0, burst_shape=30.0,
+    history_days=2, serve_hours=24, classes=[[0.7, 0.5], [0.7, 2.0], [1.5, 0.5], [1.5, 4.0]], main_class=0,
+    seeds=[0, 1, 2], window=30, mode_samples=2, windows=[10, 30, 60, 120], predictor="lstm",
+    predictors=["ewma", "holt_winters", "lstm"], horizon=2, launch_delay=100, timeout=2.0, utilisation=0.8,
+    revocation_per_hour=0.05, revocation_rates=[0.0, 0.2, 1.0, 4.0], workers=2,
+)
+
+PRESETS = {
+    "smoke": dict(
+        dataset="digits", train_images=1000, validation_images=397, test_images=400,
+        models=["naive_bayes", "logistic_regression", "knn", "mlp_small", "cnn_4", "cnn_16"], epochs=3,
+        batches=[1, 8, 32], latency_repeats=5, batch=32,
+        traces=["openb_folded"], main_trace="openb_folded", mean_rate=2000.0, burst_shape=30.0, history_days=2,
+        serve_hours=2, classes=[[0.7, 0.5], [1.5, 2.0]], main_class=0, seeds=[0, 1],
+        window=30, mode_samples=2, windows=[10, 60], predictor="ewma", predictors=["ewma", "lstm"],
+        horizon=2, launch_delay=100, timeout=2.0, utilisation=0.8, revocation_per_hour=0.05,
+        revocation_rates=[0.0, 2.0], workers=1,
+    ),
+    "default": DEFAULT,
+    "paper": dict(DEFAULT, epochs=10, latency_repeats=30, seeds=[0, 1, 2, 3, 4], workers=0),
+}
+
+#: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
+RANGES = {
+    "train_images": (1, None), "validation_images": (1, None), "test_images": (1, None), "epochs": (1, None),
+    "batches": (1, None), "latency_repeats": (1, None), "batch": (1, None), "mean_rate": (1e-3, None),
+    "burst_shape": (1e-3, None), "history_days": (2, None), "serve_hours": (1, 24), "main_class": (0, None),
+    "seeds": (0, None), "window": (1, None), "mode_samples": (1, None), "windows": (1, None), "horizon": (1, 10),
+    "launch_delay": (1, None), "timeout": (1e-3, None), "utilisation": (0.05, 1.0), "revocation_per_hour": (0, None),
+    "revocation_rates": (0, None), "workers": (0, None),
+}
+
+TRACES = {"openb_folded": ("openb", "folded"), "openb_days": ("openb", "consecutive")}
+
+CLAIMS = (
+    Claim("C1", "Cocktail serves the load at a lower cost than InFaaS (single model)", where="Abstract, Sec. 6.2",
+          paper_value=round(1 / 1.45, 3), unit="cost, Cocktail / InFaaS", rule=below(1.0),
+          over="every (trace, constraint class) of `traces` x `classes`, each over `seeds`", min_share=2 / 3,
+          near=0.25, up_to=True, timing=True),
+    Claim("C2", "Cocktail serves the load at a lower cost than Clipper (static full ensemble)",
+          where="Sec. 6.2, cost figure (WIKI strict: 55.28 against 75.56 $)", paper_value=round(55.28 / 75.56, 3),
+          unit="cost, Cocktail / Clipper", rule=below(1.0),
+          over="every (trace, constraint class), each over `seeds`", min_share=2 / 3, near=0.25, timing=True),
+    Claim("C3", "Cocktail answers a query with fewer models than Clipper",
+          where="Sec. 6.2, models-per-query figure (Const1 p50: 4 against 10)", paper_value=0.4,
+          unit="mean models per query, Cocktail / Clipper", rule=below(1.0),
+          over="every (trace, constraint class), each over `seeds`", min_share=2 / 3, near=0.25, timing=True),
+    Claim("C4", "Cocktail meets the accuracy target for most requests (the paper: up to 96 %; the rule asks for "
+          "at least 90 %)", where="Abstract, Sec. 6.2", paper_value=0.96,
+          unit="share of requests answered in minutes whose replayed accuracy met the target", rule=at_least(0.9),
+          over="every (trace, constraint class), each over `seeds`", min_share=2 / 3, near=0.05, up_to=True,
+          timing=True),
+    Claim("C5", "Cocktail's tail latency is at or below InFaaS' (the paper: up to 2x lower)",
+          where="Abstract, Sec. 6.2", paper_value=0.5, unit="p99 latency, Cocktail / InFaaS", rule=at_most(1.0),
+          over="every (trace, constraint class), each over `seeds`", min_share=2 / 3, near=0.25, up_to=True,
+          timing=True),
+    Claim("K1", "Every simulated run conserves its requests and bills every VM only while it runs",
+          where="consistency (simulator invariants)", paper_value="every run", unit="all runs pass",
+          rule=is_true(), over="every run of the comparison", consistency=True),
+    Claim("K2", "Replaying requests through one model gives that model's test accuracy (within 0.5 points)",
+          where="consistency (request replay)", paper_value=0.0,
+          unit="largest |replayed - test accuracy| of InFaaS' runs", rule=at_most(0.005),
+          over="every InFaaS run of the comparison", consistency=True),
+)
+
+#: What the zoo reads; the zoo is cached by these alone.
+MODEL_KNOBS = ("dataset", "train_images", "validation_images", "test_images", "models", "epochs", "batches",
+               "latency_repeats")
+TRACE_KNOBS = ("mean_rate", "burst_shape", "history_days", "serve_hours")
+#: What every simulation reads (``workers`` only says where they run).
+SERVING_KNOBS = MODEL_KNOBS + TRACE_KNOBS + ("batch", "classes", "window", "mode_samples", "predictor", "horizon",
+                                             "launch_delay", "timeout", "utilisation", "revocation_per_hour")
+
+
+def zoo(settings) -> Zoo:
+    """The zoo of ``settings.models`` trained on ``settings.dataset`` and timed on this machine (cached)."""
+    def compute():
+        split = load_split(settings.dataset, settings.seed, settings.train_images, settings.validation_images,
+                           settings.test_images)
+        return build_zoo(split, tuple(settings.models), settings.seed, settings.epochs, tuple(settings.batches),
+                         settings.latency_repeats).to_dict()
+
+    return Zoo.from_dict(cached("zoo", settings, compute, knobs=MODEL_KNOBS, source="mlsysrepro.serving.zoo"))
+
+
+@dataclass(frozen=True)
+class Lab:
+    """The zoo with what serving reads: the voter, each model's latency and capacity per K80 slot at the serving
+    batch, and the constraint classes."""
+
+    zoo: Zoo
+    voter: Voter
+    latency_ms: np.ndarray
+    rate_per_slot: np.ndarray
+    classes: pd.DataFrame
+
+
+def constraint_classes(zoo: Zoo, voter: Voter, latency_ms: np.ndarray, classes) -> pd.DataFrame:
+    """Each ``[slo_factor, gap_points]`` as a class: the latency SLO is ``slo_factor`` times the most accurate
+    model's latency at the serving batch (below 1: it rules that model out), the accuracy target ``gap_points``
+    below that model's validation accuracy (the paper's constraints sit near its most accurate model)."""
+    best = int(np.argmax(voter.priority))
+    rows = []
+    for entry in classes:
+        if len(entry) != 2 or entry[0] <= 0 or entry[1] < 0:
+            raise ValueError(f"classes must be [slo_factor > 0, gap_points >= 0] pairs, got {entry!r}")
+        factor, gap = entry
+        rows.append(dict(name=f"SLO {factor:g}x, target -{gap:g} pt", slo_ms=factor * latency_ms[best],
+                         target=voter.priority[best] - gap / 100, slo_factor=factor, gap_points=gap))
+    return pd.DataFrame(rows)
+
+
+def lab(settings, trained: Zoo | None = None) -> Lab:
+    trained = trained or zoo(settings)
+    voter = Voter.fit(trained.val_predictions, trained.val_labels)
+    latency = trained.latency(settings.batch)
+    return Lab(trained, voter, latency, settings.batch / (latency / 1e3),
+               constraint_classes(trained, voter, latency, settings.classes))
+
+
+def selection(lab: Lab, kind: str, row) -> Selection:
+    """The members a selection rule picks for one class (``kind``: single, all, greedy)."""
+    if kind == "single":
+        return select_single(lab.voter, 1 / lab.rate_per_slot, lab.latency_ms, row.slo_ms, row.target)
+    if kind == "all":
+        members = tuple(int(m) for m in eligible(lab.latency_ms, row.slo_ms))
+        accuracy = lab.voter.accuracy(lab.zoo.val_predictions, lab.zoo.val_labels, members)
+        return Selection(members, accuracy, accuracy >= row.target)
+    return select_greedy(lab.voter, lab.zoo.val_predictions, lab.zoo.val_labels, lab.latency_ms, row.slo_ms,
+                         row.target)
+
+
+def selection_table(lab: Lab) -> pd.DataFrame:
+    """Per class and selection rule: the members, their validation and test accuracy, and whether the validation
+    accuracy met the target."""
+    rows = []
+    for row in lab.classes.itertuples():
+        for policy, kind in (("InFaaS", "single"), ("Clipper", "all"), ("Cocktail", "greedy")):
+            chosen = selection(lab, kind, row)
+            rows.append(dict(constraint=row.name, selection=policy, models=len(chosen.members),
+                             members=", ".join(lab.zoo.names[m] for m in chosen.members),
+                             val_accuracy=chosen.accuracy, met=bool(chosen.met),
+                             test_accuracy=lab.voter.accuracy(lab.zoo.test_predictions, lab.zoo.test_labels,
+                                                              chosen.members)))
+    return pd.DataFrame(rows)
+
+
+def day(settings, trace: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(history, served)``: the per-minute rate of the ``history_days`` before the served day, and the served
+    ``serve_hours`` per second."""
+    if trace not in TRACES:
+        raise ValueError(f"trace must be one of {sorted(TRACES)}, got {trace!r}")
+    source, mode = TRACES[trace]
+    days = settings.history_days + 1
+    shape = traces.daily_shape(traces.submission_times(source), days, mode)
+    arrivals = traces.per_second_arrivals(shape, settings.mean_rate, seed, settings.burst_shape)
+    begin = settings.history_days * traces.DAY
+    return traces.per_minute(arrivals[:begin]), arrivals[begin:begin + settings.serve_hours * 3600]
+
+
+def forecasts(settings) -> dict:
+    """Every predictor of ``predictors`` (and ``predictor``) fitted on each (trace, seed)'s history: its forecast of
+    the served day, ``horizon`` minutes ahead, and its error (cached)."""
+    names = sorted(set(settings.predictors) | {settings.predictor})
+
+    def compute():
+        out = {"forecast": {}, "error": []}
+        for trace in settings.traces:
+            for seed in settings.seeds:
+                history, served = day(settings, trace, seed)
+                minutes = traces.per_minute(served)
+                for name in names:
+                    predictor = make_predictor(name, seed=seed) if name == "lstm" else make_predictor(name)
+                    forecast = predictor.fit(history).forecast(minutes, settings.horizon)
+                    out["forecast"][f"{trace}|{seed}|{name}"] = forecast
+                    out["error"].append(dict(trace=trace, seed=seed, predictor=name,
+                                             mape=forecast_error(minutes, forecast, settings.horizon)))
+        out["error"] = pd.DataFrame(out["error"])
+        return out
+
+    return cached(f"forecasts_{'_'.join(names)}", settings, compute,
+                  knobs=TRACE_KNOBS + ("traces", "seeds", "horizon"))
+
+
+def split_classes(served: np.ndarray, classes: int, seed: int) -> np.ndarray:
+    """(seconds x classes): each second's requests split evenly at random among the classes (one class: as is)."""
+    if classes == 1:
+        return served[:, None]
+    rng = np.random.default_rng(seed)
+    return rng.multinomial(served, np.full(classes, 1 / classes))
+
+
+def _serve(task) -> dict:
+    """One simulation (a pool task): one trace, one class (``None``: every class, sharing the model pools), one
+    policy, one seed; returns its summary row and, on request, its series."""
+    settings, trained, trace, class_index, policy_name, seed, forecast, options = task
+    options = dict(options)
+    window = options.pop("window", settings.window)
+    revocations = options.pop("revocation_per_hour", settings.revocation_per_hour)
+    keep_series = options.pop("series", False)
+    label = options.pop("label", policy_name)
+    experiment = lab(settings, trained)
+    rows = experiment.classes if class_index is None else experiment.classes.iloc[[class_index]]
+    policy = make_policy(policy_name, **options)
+    chosen = [selection(experiment, policy.selection, row) for row in rows.itertuples()]
+    _, served = day(settings, trace, seed)
+    arrivals = split_classes(served, len(rows), seed)
+    orders = request_orders(len(trained.test_labels), len(rows), seed)
+    members = schedule(chosen, arrivals, window, len(trained.names), experiment.voter, trained.test_predictions,
+                       orders, policy.pruning, settings.mode_samples)
+    workload = Workload(arrivals, members, window, experiment.rate_per_slot, experiment.latency_ms)
+    config = Config(launch_delay=settings.launch_delay, timeout=settings.timeout, utilisation=settings.utilisation,
+                    revocation_per_hour=revocations, horizon=settings.horizon)
+    run = simulate(workload, policy, vm_types(len(arrivals)), config, forecast, seed)
+    correct = correct_counts(run.admitted, arrivals, members, window, experiment.voter, trained.test_predictions,
+                             trained.test_labels, orders)
+    slo, targets = rows.slo_ms.to_numpy(), rows.target.to_numpy()
+    measured = summary(run, correct, slo, targets)[0] if len(rows) == 1 else summary_all(run, correct, slo, targets)
+    out = dict(trace=trace, constraint=rows["name"].iloc[0] if len(rows) == 1 else "every class, shared pools",
+               policy=label, seed=seed, window=window, revocation_per_hour=revocations,
+               selected=float(np.mean([len(c.members) for c in chosen])),
+               invariants="; ".join(check_invariants(run, workload)) or "ok",
+               model_test_accuracy=float(trained.test_accuracy[chosen[0].members[0]]), **measured)
+    if keep_series:
+        minutes = len(arrivals) // 60
+        out["series"] = pd.DataFrame({
+            "hour": np.arange(minutes) / 60, "rate": traces.per_minute(arrivals.sum(1)),
+            "vms": run.vms[:minutes * 60].reshape(minutes, 60).mean(1)})
+        probabilities = np.linspace(0.005, 0.995, 199)
+        out["cdf"] = pd.DataFrame({"probability": probabilities, "latency_ms": 1e3 * weighted_quantiles(
+            run.latency_s, run.admitted, probabilities)})
+    return out
+
+
+def _serve_all(settings, tasks, desc) -> list[dict]:
+    with TaskRunner(settings.workers or None) as runner:
+        return runner.map(_serve, tasks, desc=desc)
+
+
+def _forecast(settings, table: dict, trace: str, seed: int, predictor: str | None = None) -> np.ndarray:
+    return table["forecast"][f"{trace}|{seed}|{predictor or settings.predictor}"]
+
+
+def comparison(settings) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """Every policy on every (trace, class, seed): the summary table; and for the main trace and class at the
+    first seed, each policy's per-minute load and VMs, and its latency CDF."""
+    trained, table = zoo(settings), forecasts(settings)
+
+    def compute():
+        tasks = [(settings, trained, trace, c, policy, seed, _forecast(settings, table, trace, seed),
+                  {"series": trace == settings.main_trace and c == settings.main_class and seed == settings.seeds[0]})
+                 for trace in settings.traces for c in range(len(settings.classes)) for seed in settings.seeds
+                 for policy in POLICIES]
+        rows = _serve_all(settings, tasks, "traces x classes x seeds x policies")
+        series = pd.concat([r.pop("series").assign(policy=r["policy"]) for r in rows if "series" in r])
+        cdfs = pd.concat([r.pop("cdf").assign(policy=r["policy"]) for r in rows if "cdf" in r])
+        return pd.DataFrame(rows), series, cdfs
+
+    return cached("comparison", settings, compute, knobs=SERVING_KNOBS + ("traces", "seeds", "main_trace",
+                                                                          "main_class"))
+
+
+def _main_class_rows(settings) -> list[int]:
+    """The classes the sensitivity studies run: those whose Cocktail ensemble has more than one model (where
+    pruning can act), or the main class when none has."""
+    experiment = lab(settings)
+    several = [c for c, row in enumerate(experiment.classes.itertuples())
+               if len(selection(experiment, "greedy", row).members) > 1]
+    return several or [settings.main_class]
+
+
+def sampling_sensitivity(settings) -> pd.DataFrame:
+    """Cocktail at each sampling interval of ``windows`` on the main trace, on the classes where it ensembles
+    (the paper's sensitivity figure: models per query and accuracy against the interval)."""
+    trained, table = zoo(settings), forecasts(settings)
+    tasks = [(settings, trained, settings.main_trace, c, "cocktail", seed,
+              _forecast(settings, table, settings.main_trace, seed), {"window": w})
+             for w in settings.windows for c in _main_class_rows(settings) for seed in settings.seeds]
+    return cached("sampling_sensitivity", settings, lambda: pd.DataFrame(_serve_all(settings, tasks, "intervals")),
+                  knobs=SERVING_KNOBS + ("main_trace", "windows", "seeds", "main_class"))
+
+
+def revocation_resilience(settings) -> pd.DataFrame:
+    """Cocktail with and without its on-demand fallback at each spot revocation rate of ``revocation_rates``, on the
+    main trace and class (the paper's spot-failure figure)."""
+    trained, table = zoo(settings), forecasts(settings)
+    tasks = [(settings, trained, settings.main_trace, settings.main_class, "cocktail", seed,
+              _forecast(settings, table, settings.main_trace, seed),
+              {"revocation_per_hour": rate, "fallback": fallback,
+               "label": "Cocktail" if fallback else "Cocktail without fallback"})
+             for rate in settings.revocation_rates for fallback in (True, False) for seed in settings.seeds]
+    return cached("revocation_resilience", settings,
+                  lambda: pd.DataFrame(_serve_all(settings, tasks, "revocation rates")),
+                  knobs=SERVING_KNOBS + ("main_trace", "main_class", "revocation_rates", "seeds"))
+
+
+def predictor_study(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Each predictor's forecast error per trace and seed, and Cocktail's cost and SLO attainment when it plans
+    with that predictor (main class, every trace)."""
+    trained, table = zoo(settings), forecasts(settings)
+    tasks = [(settings, trained, trace, settings.main_class, "cocktail", seed,
+              _forecast(settings, table, trace, seed, name), {"label": name})
+             for name in settings.predictors for trace in settings.traces for seed in settings.seeds]
+    runs = cached("predictor_study", settings, lambda: pd.DataFrame(_serve_all(settings, tasks, "predictors")),
+                  knobs=SERVING_KNOBS + ("traces", "predictors", "seeds", "main_class"))
+    return table["error"], runs
+
+
+ABLATIONS = {"Cocktail": {}, "without spot VMs": {"spot": False, "fallback": False},
+             "without importance sampling": {"importance": False}, "without the predictor (reactive only)":
+             {"proactive": False, "importance": False}, "without pruning": {"pruning": False}}
+
+
+def ablation(settings) -> pd.DataFrame:
+    """Cocktail with one mechanism off at a time, on the main trace with every class sharing the model pools (the
+    requests split evenly among the classes), over the seeds."""
+    trained, table = zoo(settings), forecasts(settings)
+    trace = settings.main_trace
+    tasks = [(settings, trained, trace, None, "cocktail", seed, _forecast(settings, table, trace, seed),
+              dict(flags, label=name)) for name, flags in ABLATIONS.items() for seed in settings.seeds]
+    return cached("ablation", settings, lambda: pd.DataFrame(_serve_all(settings, tasks, "ablations")),
+                  knobs=SERVING_KNOBS + ("main_trace", "seeds"))
+
+
+def simulator_speed(settings, repeats: int = 3) -> pd.DataFrame:
+    """Wall seconds to simulate the main trace's served day under each policy (the main class, first seed), and
+    requests simulated per second; timed in this process, one run after another."""
+    experiment = lab(settings)
+    table = forecasts(settings)
+    row = experiment.classes.iloc[settings.main_class]
+    _, served = day(settings, settings.main_trace, settings.seeds[0])
+    arrivals = served[:, None]
+    rows = []
+    for name, policy in progress(POLICIES.items(), desc="simulator speed"):
+        chosen = selection(experiment, policy.selection, row)
+        members = np.zeros((math.ceil(len(arrivals) / settings.window), 1, len(experiment.zoo.names)), dtype=bool)
+        members[:, 0, list(chosen.members)] = True
+        workload = Workload(arrivals, members, settings.window, experiment.rate_per_slot, experiment.latency_ms)
+        types = vm_types(len(arrivals))
+        forecast = _forecast(settings, table, settings.main_trace, settings.seeds[0])
+        for _ in range(repeats):
+            begin = clock()
+            simulate(workload, policy, types, Config(launch_delay=settings.launch_delay, horizon=settings.horizon),
+                     forecast)
+            seconds = clock() - begin
+            rows.append(dict(policy=LABELS[name], seconds=seconds, requests=int(arrivals.sum()),
+                             requests_per_s=arrivals.sum() / seconds, simulated_hours=len(arrivals) / 3600))
+    return pd.DataFrame(rows)
+
+
+def spot_discount() -> float:
+    """The median, over the instance types, of the median spot price over the on-demand price."""
+    spot = spot_prices()
+    return float(np.median([spot[name] / kind.on_demand for name, kind in INSTANCE_TYPES.items()]))
+
+
+def ratio_over_settings(table: pd.DataFrame, metric: str, policy: str = "cocktail",
+                        baseline: str = "infaas") -> Measurement:
+    """Claims C1, C2, C3, C5: ``metric`` of ``policy`` over ``baseline``'s on each (trace, class) setting, one ratio
+    per seed (the same trace draws and revocations); across settings with seed intervals."""
+    pivot = table.pivot_table(index=["trace", "constraint", "seed"], columns="policy", values=metric)
+    ratios = (pivot[policy] / pivot[baseline]).reset_index(name="ratio")
+    samples = {f"{trace} | {constraint}": group.ratio.tolist()
+               for (trace, constraint), group in ratios.groupby(["trace", "constraint"], sort=False)}
+    worst = max(samples, key=lambda k: np.mean(samples[k]))
+    return across_seeds(samples, note=f"highest on {worst} ({np.mean(samples[worst]):.2f})")
+
+
+def attainment_over_settings(table: pd.DataFrame, policy: str = "cocktail") -> Measurement:
+    """Claim C4: ``policy``'s accuracy-target attainment on each (trace, class) setting over seeds."""
+    mine = table[table.policy == policy]
+    samples = {f"{trace} | {constraint}": group.target_attainment.tolist()
+               for (trace, constraint), group in mine.groupby(["trace", "constraint"], sort=False)}
+    infaas = table[table.policy == "infaas"].target_attainment
+    return across_seeds(samples, note=f"InFaaS: median {infaas.median():.2f}")
+
+
+def invariants_held(*tables: pd.DataFrame) -> Measurement:
+    """Check K1: every run's simulator invariants passed."""
+    rows = pd.concat(tables)
+    failed = rows[rows.invariants != "ok"]
+    return Measurement(failed.empty, note=f"{len(rows)} runs" + ("" if failed.empty else
+                                                                   f"; failed: {failed.invariants.iloc[0]}"))
+
+
+def replay_consistency(table: pd.DataFrame) -> Measurement:
+    """Check K2: for every InFaaS run (one model), |replayed accuracy - the model's test accuracy|, the largest."""
+    single = table[table.policy == "infaas"]
+    gaps = (single.accuracy - single.model_test_accuracy).abs()
+    return Measurement(float(gaps.max()), note=f"{len(single)} runs")
+
+
+#: The paper's setting (the ``paper`` preset's), set beside a run's by :func:`mlsysrepro.core.settings.beside_paper`.
+PAPER_SETTING = {k: PRESETS["paper"][k] for k in ("dataset", "models", "traces", "serve_hours", "seeds", "windows",
+                                                  "predictors", "revocation_rates")}
