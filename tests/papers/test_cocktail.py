@@ -73,6 +73,9 @@ def test_one_setting_serves_end_to_end_at_smoke_scale():
                        cocktail.RANGES)
     trained = cocktail.zoo(settings)
     forecast = cocktail.forecasts(settings)["forecast"][f"openb_folded|0|{settings.predictor}"]
-    row = cocktail._serve((settings, trained, "openb_folded", 0, "cocktail", 0, forecast, {}))
-    assert row["invariants"] == "ok" and row["requests"] > 10**6
+    cocktail_row, infaas_row = cocktail._serve((settings, trained, "openb_folded", 0, 0,
+                                                [("cocktail", forecast, {}), ("infaas", forecast, {})]))
+    row = cocktail_row
+    assert row["invariants"] == infaas_row["invariants"] == "ok" and row["requests"] > 10**6
+    assert row["requests"] == infaas_row["requests"], "the runs of a setting serve the same requests"
     assert 0 < row["cost"] and 0 <= row["target_attainment"] <= 1 and row["models_mean"] >= 1

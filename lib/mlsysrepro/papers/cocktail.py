@@ -205,25 +205,32 @@ def day(settings, trace: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return traces.per_minute(arrivals[:begin]), arrivals[begin:begin + settings.serve_hours * 3600]
 
 
+def _forecast_day(task) -> tuple[dict, list]:
+    """One (trace, seed): every predictor fitted on the history and run over the served day (a pool task)."""
+    settings, trace, seed, names = task
+    history, served = day(settings, trace, seed)
+    minutes = traces.per_minute(served)
+    forecast, errors = {}, []
+    for name in names:
+        predictor = make_predictor(name, seed=seed) if name == "lstm" else make_predictor(name)
+        ahead = predictor.fit(history).forecast(minutes, settings.horizon)
+        forecast[f"{trace}|{seed}|{name}"] = ahead
+        errors.append(dict(trace=trace, seed=seed, predictor=name,
+                           mape=forecast_error(minutes, ahead, settings.horizon)))
+    return forecast, errors
+
+
 def forecasts(settings) -> dict:
     """Every predictor of ``predictors`` (and ``predictor``) fitted on each (trace, seed)'s history: its forecast of
     the served day, ``horizon`` minutes ahead, and its error (cached)."""
     names = sorted(set(settings.predictors) | {settings.predictor})
 
     def compute():
-        out = {"forecast": {}, "error": []}
-        for trace in settings.traces:
-            for seed in settings.seeds:
-                history, served = day(settings, trace, seed)
-                minutes = traces.per_minute(served)
-                for name in names:
-                    predictor = make_predictor(name, seed=seed) if name == "lstm" else make_predictor(name)
-                    forecast = predictor.fit(history).forecast(minutes, settings.horizon)
-                    out["forecast"][f"{trace}|{seed}|{name}"] = forecast
-                    out["error"].append(dict(trace=trace, seed=seed, predictor=name,
-                                             mape=forecast_error(minutes, forecast, settings.horizon)))
-        out["error"] = pd.DataFrame(out["error"])
-        return out
+        tasks = [(settings, trace, seed, names) for trace in settings.traces for seed in settings.seeds]
+        with TaskRunner(settings.workers or None) as runner:
+            done = runner.map(_forecast_day, tasks, desc="forecasts")
+        return {"forecast": {k: v for forecast, _ in done for k, v in forecast.items()},
+                "error": pd.DataFrame([row for _, errors in done for row in errors])}
 
     return cached(f"forecasts_{'_'.join(names)}", settings, compute,
                   knobs=TRACE_KNOBS + ("traces", "seeds", "horizon"))
@@ -237,51 +244,62 @@ def split_classes(served: np.ndarray, classes: int, seed: int) -> np.ndarray:
     return rng.multinomial(served, np.full(classes, 1 / classes))
 
 
-def _serve(task) -> dict:
-    """One simulation (a pool task): one trace, one class (``None``: every class, sharing the model pools), one
-    policy, one seed; returns its summary row and, on request, its series."""
-    settings, trained, trace, class_index, policy_name, seed, forecast, options = task
-    options = dict(options)
-    window = options.pop("window", settings.window)
-    revocations = options.pop("revocation_per_hour", settings.revocation_per_hour)
-    keep_series = options.pop("series", False)
-    label = options.pop("label", policy_name)
+def _serve(task) -> list[dict]:
+    """The runs of one setting (a pool task): one trace, one class (``None``: every class, sharing the model pools),
+    one seed, and a list of runs ``(policy, forecast, options)``, which share the setting's requests and, where their
+    selections and sampling intervals agree, its pruning schedule. Returns a summary row per run and, on request
+    (``options["series"]``), its series."""
+    settings, trained, trace, class_index, seed, runs = task
     experiment = lab(settings, trained)
     rows = experiment.classes if class_index is None else experiment.classes.iloc[[class_index]]
-    policy = make_policy(policy_name, **options)
-    chosen = [selection(experiment, policy.selection, row) for row in rows.itertuples()]
     _, served = day(settings, trace, seed)
     arrivals = split_classes(served, len(rows), seed)
     orders = request_orders(len(trained.test_labels), len(rows), seed)
-    members = schedule(chosen, arrivals, window, len(trained.names), experiment.voter, trained.test_predictions,
-                       orders, policy.pruning, settings.mode_samples)
-    workload = Workload(arrivals, members, window, experiment.rate_per_slot, experiment.latency_ms)
-    config = Config(launch_delay=settings.launch_delay, timeout=settings.timeout, utilisation=settings.utilisation,
-                    revocation_per_hour=revocations, horizon=settings.horizon)
-    run = simulate(workload, policy, vm_types(len(arrivals)), config, forecast, seed)
-    correct = correct_counts(run.admitted, arrivals, members, window, experiment.voter, trained.test_predictions,
-                             trained.test_labels, orders)
-    slo, targets = rows.slo_ms.to_numpy(), rows.target.to_numpy()
-    measured = summary(run, correct, slo, targets)[0] if len(rows) == 1 else summary_all(run, correct, slo, targets)
-    out = dict(trace=trace, constraint=rows["name"].iloc[0] if len(rows) == 1 else "every class, shared pools",
-               policy=label, seed=seed, window=window, revocation_per_hour=revocations,
-               selected=float(np.mean([len(c.members) for c in chosen])),
-               invariants="; ".join(check_invariants(run, workload)) or "ok",
-               model_test_accuracy=float(trained.test_accuracy[chosen[0].members[0]]), **measured)
-    if keep_series:
-        minutes = len(arrivals) // 60
-        out["series"] = pd.DataFrame({
-            "hour": np.arange(minutes) / 60, "rate": traces.per_minute(arrivals.sum(1)),
-            "vms": run.vms[:minutes * 60].reshape(minutes, 60).mean(1)})
-        probabilities = np.linspace(0.005, 0.995, 199)
-        out["cdf"] = pd.DataFrame({"probability": probabilities, "latency_ms": 1e3 * weighted_quantiles(
-            run.latency_s, run.admitted, probabilities)})
+    types = vm_types(len(arrivals))
+    schedules = {}
+    out = []
+    for policy_name, forecast, options in runs:
+        options = dict(options)
+        window = options.pop("window", settings.window)
+        revocations = options.pop("revocation_per_hour", settings.revocation_per_hour)
+        keep_series = options.pop("series", False)
+        label = options.pop("label", policy_name)
+        policy = make_policy(policy_name, **options)
+        chosen = [selection(experiment, policy.selection, row) for row in rows.itertuples()]
+        key = (tuple(c.members for c in chosen), window, policy.pruning)
+        if key not in schedules:
+            schedules[key] = schedule(chosen, arrivals, window, len(trained.names), experiment.voter,
+                                      trained.test_predictions, orders, policy.pruning, settings.mode_samples)
+        members = schedules[key]
+        workload = Workload(arrivals, members, window, experiment.rate_per_slot, experiment.latency_ms)
+        config = Config(launch_delay=settings.launch_delay, timeout=settings.timeout,
+                        utilisation=settings.utilisation, revocation_per_hour=revocations, horizon=settings.horizon)
+        run = simulate(workload, policy, types, config, forecast, seed)
+        correct = correct_counts(run.admitted, arrivals, members, window, experiment.voter, trained.test_predictions,
+                                 trained.test_labels, orders)
+        slo, targets = rows.slo_ms.to_numpy(), rows.target.to_numpy()
+        measured = (summary(run, correct, slo, targets)[0] if len(rows) == 1
+                    else summary_all(run, correct, slo, targets))
+        row = dict(trace=trace, constraint=rows["name"].iloc[0] if len(rows) == 1 else "every class, shared pools",
+                   policy=label, seed=seed, window=window, revocation_per_hour=revocations,
+                   selected=float(np.mean([len(c.members) for c in chosen])),
+                   invariants="; ".join(check_invariants(run, workload)) or "ok",
+                   model_test_accuracy=float(trained.test_accuracy[chosen[0].members[0]]), **measured)
+        if keep_series:
+            minutes = len(arrivals) // 60
+            row["series"] = pd.DataFrame({
+                "hour": np.arange(minutes) / 60, "rate": traces.per_minute(arrivals.sum(1)),
+                "vms": run.vms[:minutes * 60].reshape(minutes, 60).mean(1)})
+            probabilities = np.linspace(0.005, 0.995, 199)
+            row["cdf"] = pd.DataFrame({"probability": probabilities, "latency_ms": 1e3 * weighted_quantiles(
+                run.latency_s, run.admitted, probabilities)})
+        out.append(row)
     return out
 
 
 def _serve_all(settings, tasks, desc) -> list[dict]:
     with TaskRunner(settings.workers or None) as runner:
-        return runner.map(_serve, tasks, desc=desc)
+        return [row for rows in runner.map(_serve, tasks, desc=desc) for row in rows]
 
 
 def _forecast(settings, table: dict, trace: str, seed: int, predictor: str | None = None) -> np.ndarray:
@@ -294,10 +312,11 @@ def comparison(settings) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     trained, table = zoo(settings), forecasts(settings)
 
     def compute():
-        tasks = [(settings, trained, trace, c, policy, seed, _forecast(settings, table, trace, seed),
-                  {"series": trace == settings.main_trace and c == settings.main_class and seed == settings.seeds[0]})
-                 for trace in settings.traces for c in range(len(settings.classes)) for seed in settings.seeds
-                 for policy in POLICIES]
+        tasks = [(settings, trained, trace, c, seed,
+                  [(policy, _forecast(settings, table, trace, seed),
+                    {"series": trace == settings.main_trace and c == settings.main_class and seed == settings.seeds[0]})
+                   for policy in POLICIES])
+                 for trace in settings.traces for c in range(len(settings.classes)) for seed in settings.seeds]
         rows = _serve_all(settings, tasks, "traces x classes x seeds x policies")
         series = pd.concat([r.pop("series").assign(policy=r["policy"]) for r in rows if "series" in r])
         cdfs = pd.concat([r.pop("cdf").assign(policy=r["policy"]) for r in rows if "cdf" in r])
@@ -320,8 +339,8 @@ def sampling_sensitivity(settings) -> pd.DataFrame:
     """Cocktail at each sampling interval of ``windows`` on the main trace, on the classes where it ensembles
     (the paper's sensitivity figure: models per query and accuracy against the interval)."""
     trained, table = zoo(settings), forecasts(settings)
-    tasks = [(settings, trained, settings.main_trace, c, "cocktail", seed,
-              _forecast(settings, table, settings.main_trace, seed), {"window": w})
+    tasks = [(settings, trained, settings.main_trace, c, seed,
+              [("cocktail", _forecast(settings, table, settings.main_trace, seed), {"window": w})])
              for w in settings.windows for c in _main_class_rows(settings) for seed in settings.seeds]
     return cached("sampling_sensitivity", settings, lambda: pd.DataFrame(_serve_all(settings, tasks, "intervals")),
                   knobs=SERVING_KNOBS + ("main_trace", "windows", "seeds", "main_class"))
@@ -329,13 +348,14 @@ def sampling_sensitivity(settings) -> pd.DataFrame:
 
 def revocation_resilience(settings) -> pd.DataFrame:
     """Cocktail with and without its on-demand fallback at each spot revocation rate of ``revocation_rates``, on the
-    main trace and class (the paper's spot-failure figure)."""
+    main trace and class (the paper's spot-failure figure); at rate 0 nothing is revoked, so the two are one run."""
     trained, table = zoo(settings), forecasts(settings)
-    tasks = [(settings, trained, settings.main_trace, settings.main_class, "cocktail", seed,
-              _forecast(settings, table, settings.main_trace, seed),
-              {"revocation_per_hour": rate, "fallback": fallback,
-               "label": "Cocktail" if fallback else "Cocktail without fallback"})
-             for rate in settings.revocation_rates for fallback in (True, False) for seed in settings.seeds]
+    tasks = [(settings, trained, settings.main_trace, settings.main_class, seed,
+              [("cocktail", _forecast(settings, table, settings.main_trace, seed),
+                {"revocation_per_hour": rate, "fallback": fallback,
+                 "label": "Cocktail" if fallback else "Cocktail without fallback"})
+               for fallback in ((True, False) if rate > 0 else (True,))])
+             for rate in settings.revocation_rates for seed in settings.seeds]
     return cached("revocation_resilience", settings,
                   lambda: pd.DataFrame(_serve_all(settings, tasks, "revocation rates")),
                   knobs=SERVING_KNOBS + ("main_trace", "main_class", "revocation_rates", "seeds"))
@@ -345,9 +365,10 @@ def predictor_study(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Each predictor's forecast error per trace and seed, and Cocktail's cost and SLO attainment when it plans
     with that predictor (main class, every trace)."""
     trained, table = zoo(settings), forecasts(settings)
-    tasks = [(settings, trained, trace, settings.main_class, "cocktail", seed,
-              _forecast(settings, table, trace, seed, name), {"label": name})
-             for name in settings.predictors for trace in settings.traces for seed in settings.seeds]
+    tasks = [(settings, trained, trace, settings.main_class, seed,
+              [("cocktail", _forecast(settings, table, trace, seed, name), {"label": name})
+               for name in settings.predictors])
+             for trace in settings.traces for seed in settings.seeds]
     runs = cached("predictor_study", settings, lambda: pd.DataFrame(_serve_all(settings, tasks, "predictors")),
                   knobs=SERVING_KNOBS + ("traces", "predictors", "seeds", "main_class"))
     return table["error"], runs
@@ -363,8 +384,9 @@ def ablation(settings) -> pd.DataFrame:
     requests split evenly among the classes), over the seeds."""
     trained, table = zoo(settings), forecasts(settings)
     trace = settings.main_trace
-    tasks = [(settings, trained, trace, None, "cocktail", seed, _forecast(settings, table, trace, seed),
-              dict(flags, label=name)) for name, flags in ABLATIONS.items() for seed in settings.seeds]
+    tasks = [(settings, trained, trace, None, seed,
+              [("cocktail", _forecast(settings, table, trace, seed), dict(flags, label=name))])
+             for name, flags in ABLATIONS.items() for seed in settings.seeds]
     return cached("ablation", settings, lambda: pd.DataFrame(_serve_all(settings, tasks, "ablations")),
                   knobs=SERVING_KNOBS + ("main_trace", "seeds"))
 

@@ -53,10 +53,11 @@ def weighted_vote(predictions: np.ndarray, weights: np.ndarray, priority: np.nda
         raise ValueError(f"weights and priority need one row per member ({members}), got {len(weights)} and "
                          f"{len(priority)}")
     scores = np.zeros((images, weights.shape[1]))
-    member_weight = np.take_along_axis(weights, predictions, axis=1)  # (members, images)
-    np.add.at(scores, (np.tile(np.arange(images), members), predictions.ravel()), member_weight.ravel())
+    columns = np.arange(images)
+    for member in range(members):  # a member votes once per image, so plain fancy-index addition is exact
+        scores[columns, predictions[member]] += weights[member, predictions[member]]
     best = scores.max(1, keepdims=True)
-    tied = np.isclose(scores, best, rtol=0, atol=1e-12)  # (images, classes)
+    tied = scores >= best - 1e-12  # (images, classes)
     order = np.argsort(-np.asarray(priority), kind="stable")
     voted_tied = tied[np.arange(images)[None, :], predictions[order]]  # (members by priority, images)
     first = voted_tied.argmax(0)  # the first member in priority order whose class is tied for the largest sum

@@ -261,8 +261,8 @@ def simulate(workload: Workload, policy: Policy, types: tuple[VMType, ...], conf
     minutes up to ``k`` (a plan at second ``t`` reads the entry of minute ``t // 60 - 1``, the last whole one).
 
     The seconds between two moments where anything can change (a scaling tick, a VM event) share one capacity, so
-    they are solved together (:func:`_backlogs`); a stretch where some request would wait past the timeout is
-    redone second by second, because its drops change the queues."""
+    they are solved together (:func:`_backlogs`); from the first second where some request would wait past the
+    timeout, a stretch is redone second by second, because its drops change the queues."""
     if policy.proactive and forecast is None:
         raise ValueError(f"policy {policy.name} plans proactively and needs a forecast")
     arrivals, members = workload.arrivals, workload.members
@@ -304,9 +304,10 @@ def simulate(workload: Workload, policy: Policy, types: tuple[VMType, ...], conf
         queue = _backlogs(backlog, demand, cap)
         waits = np.where(member, _start_wait(queue[:-1], cap)[:, None, :], 0.0).max(2)
         admit_counts = counts
-        if np.any((waits > config.timeout) & (counts > 0)):  # some drops: second by second
-            rows, queue = [], [backlog]
-            for offset in range(stop - t):
+        late = np.flatnonzero(((waits > config.timeout) & (counts > 0)).any(1))
+        if late.size:  # drops from the first late second on change the queues: from there, second by second
+            rows, queue = list(counts[:late[0]]), list(queue[:late[0] + 1])
+            for offset in range(late[0], stop - t):
                 wait = np.where(member[offset], _start_wait(queue[-1], cap), 0.0).max(1)
                 rows.append(np.where(wait <= config.timeout, counts[offset], 0))
                 demand[offset] = rows[-1] @ member_float[(t + offset) // workload.window]
