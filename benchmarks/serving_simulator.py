@@ -11,7 +11,7 @@
    (the median of the interleaved rounds' ratios, :func:`mlsysrepro.core.timing.ratios`), and the largest
    difference of per-second mean waits against the loop where the queue is busy.
 2. **A served day.** Every policy serves a full day of the ``openb_folded`` trace at ``--day-rate`` requests per
-   second (about 3.5 x 10^8 requests at the default) on a synthetic three-model zoo: wall seconds and requests
+   second on a synthetic three-model zoo: the requests (the script prints their count), wall seconds and requests
    simulated per second. The issue's target: a day of at least 10^6 requests in under a minute.
 
 Not a test: timings depend on the machine; compare the ratios.
