@@ -13,6 +13,9 @@ check of :data:`CHECKS` in order, each timed:
   CUDA-synchronised clocks): seconds per iteration and per stage;
 - ``baklava_hf``: BaKlaVa's HuggingFace adapter on CUDA (a tiny random Llama decoded through our full and budgeted
   caches against HuggingFace's own cache), where ``transformers`` is installed; otherwise recorded as skipped.
+- ``dlrm_gpu``: the DLRM embedding stage on CUDA (torch's EmbeddingBag and our CUDA kernels under the register
+  cap, prefetching, L2 pinning and all three, built with nvcc; DLRM end to end), which the DLRM notebook's GPU
+  claims read.
 
 Any error stops the check loudly: the traceback, exit status 1, and what had passed written to
 ``<out>.partial.json``, never to ``<out>``. When every check passes, ``<out>`` (committed; the notebooks read it
@@ -107,11 +110,23 @@ def baklava_hf() -> dict:
     return {"max_abs_gap_vs_huggingface": gap, "transformers": transformers.__version__}
 
 
+def dlrm_gpu() -> dict:
+    """The DLRM embedding stage on CUDA at the artifact's batch and pooling (4 tables of 500K x 128): torch's
+    EmbeddingBag and our kernels (baseline, register cap, prefetching, L2 pinning, combined; each first checked
+    against torch), then DLRM end to end; per-round seconds (mlsysrepro.papers.dlrm_gpu.gpu_benchmark)."""
+    from mlsysrepro.core.settings import resolve
+    from mlsysrepro.papers import dlrm_gpu as paper
+
+    settings = resolve("dlrm_gpu", paper.PRESETS, {"scale": "default", "repeats": 10})
+    return paper.gpu_benchmark(settings)
+
+
 #: (name, check) in the order they run; each returns JSON-ready numbers.
 CHECKS = [("structured_dropout_notebook", structured_dropout_notebook),
           ("structured_dropout_speed", structured_dropout_speed),
           ("ddl_profiler", ddl_profiler),
-          ("baklava_hf", baklava_hf)]
+          ("baklava_hf", baklava_hf),
+          ("dlrm_gpu", dlrm_gpu)]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,7 +8,7 @@ import mlsysrepro
 
 LIBRARY = Path(mlsysrepro.__file__).parent
 #: The themes by layer: a theme may import core and the themes of lower layers.
-LAYERS = [{"core"}, {"vision", "text", "sparsity", "gnn"}, {"transformer", "cluster", "ddl", "recurrent", "serving"},
+LAYERS = [{"core"}, {"vision", "text", "sparsity", "gnn", "recsys"}, {"transformer", "cluster", "ddl", "recurrent", "serving"},
           {"kvcache"}]
 LAYER = {theme: i for i, themes in enumerate(LAYERS) for theme in themes}
 TOP_LEVEL = {"catalog", "reproduction", "runner"}  # they import core, and each other

@@ -1,0 +1,65 @@
+"""The L2 model against hand-made address streams: LRU hits and evictions, evict-last protection, and the row
+reduction's exactness."""
+
+import numpy as np
+import pytest
+
+from mlsysrepro.recsys.l2 import Cache, row_hits, simulate
+
+
+def test_lru_hits_and_evicts_the_least_recently_used_line():
+    # one set of two ways (keys 0, 4, 8, 12 share set 0 of 4): 0, 4 fill; 0 hits; 8 evicts 4; 0 hits; 12 evicts 8
+    hits = simulate(np.array([0, 4, 0, 8, 0, 12, 4]), sets=4, ways=2)
+    assert hits.tolist() == [False, False, True, False, True, False, False]
+
+
+def test_sets_are_independent():
+    hits = simulate(np.array([0, 1, 2, 3, 0, 1, 2, 3]), sets=4, ways=1)
+    assert hits.tolist() == [False] * 4 + [True] * 4
+
+
+def test_an_evict_last_line_survives_a_stream_that_would_evict_it():
+    stream = np.array([4, 8, 12, 16, 0])  # set 0 of 4, two ways: without pinning 0 is never there
+    assert not simulate(stream, sets=4, ways=2)[-1]
+    pinned = simulate(stream, sets=4, ways=2, pinned=np.array([0]), pin_ways=1)
+    assert pinned.tolist() == [False, False, False, False, True]
+
+
+def test_pins_beyond_a_sets_share_are_not_kept():
+    hits = simulate(np.array([0, 4]), sets=4, ways=2, pinned=np.array([0, 4]), pin_ways=1)
+    assert hits.tolist() == [True, False]
+
+
+def test_matches_a_per_access_reference_on_a_random_stream():
+    rng = np.random.default_rng(0)
+    keys = rng.zipf(1.3, size=3000) % 97
+    sets, ways = 8, 3
+    cache = [[] for _ in range(sets)]  # most recent last
+    expected = []
+    for key in keys:
+        lines = cache[key % sets]
+        expected.append(key in lines)
+        if key in lines:
+            lines.remove(key)
+        elif len(lines) == ways:
+            lines.pop(0)
+        lines.append(key)
+    assert simulate(keys, sets, ways).tolist() == expected
+
+
+def test_row_hits_equal_the_line_level_simulation():
+    cache = Cache(size_bytes=128 * 4 * 16, line_bytes=128, ways=4)  # 16 sets
+    rows = np.random.default_rng(1).integers(0, 40, size=500)
+    lines = (rows[:, None] * 4 + np.arange(4)).ravel()  # a 512-B row is four consecutive lines
+    by_line = simulate(lines, cache.sets, cache.ways).reshape(-1, 4)
+    assert (by_line == by_line[:, :1]).all()
+    assert row_hits(rows, 128, cache).tolist() == by_line[:, 0].tolist()
+
+
+def test_bad_geometry_is_refused():
+    with pytest.raises(ValueError, match="size_bytes"):
+        Cache(size_bytes=1000)
+    with pytest.raises(ValueError, match="pin_share"):
+        Cache(size_bytes=128 * 16, pin_share=1.0)
+    with pytest.raises(ValueError, match="whole lines"):
+        row_hits(np.array([0]), 10, Cache(size_bytes=128 * 16 * 4))
