@@ -9,7 +9,7 @@
 - :func:`model_study` — the A100 latency / parallelism model: occupancy against registers, the fitted baseline,
   and the predicted gains of the register cap, register prefetching, L2 pinning and all three;
 - :func:`gpu_benchmark` — the same stage on CUDA (torch's EmbeddingBag, our kernels under every optimisation,
-  DLRM end to end), run by ``benchmarks/gpu_check.sh``; :func:`gpu_measured` reads its committed numbers;
+  DLRM end to end, and :func:`triton_sweep`: the Triton kernel over num_warps and pipelining stages), run by ``benchmarks/gpu_check.sh``; :func:`gpu_measured` reads its committed numbers;
 - :data:`CLAIMS`, declared before the run, and their measurements.
 """
 
@@ -431,8 +431,35 @@ def gpu_benchmark(settings, device: str = "cuda") -> dict:
             forward = interleaved({"torch": lambda: model(dense, indices, offsets), "combined": combined_forward},
                                   settings.repeats, device=device)
         end_to_end[name] = float(np.median(np.array(forward["torch"].samples) / np.array(forward["combined"].samples)))
-    return {"stage": stage, "end_to_end_speedup": end_to_end, "tables": settings.tables, "batch": settings.batch,
-            "pooling": settings.pooling, "dim": settings.dim}
+    return {"stage": stage, "end_to_end_speedup": end_to_end, "triton": triton_sweep(settings, weights[0]),
+            "tables": settings.tables, "batch": settings.batch, "pooling": settings.pooling, "dim": settings.dim}
+
+
+TRITON_LAUNCHES = ((1, 1), (2, 1), (4, 1), (8, 1), (4, 2), (4, 3))
+
+
+def triton_sweep(settings, weight: torch.Tensor) -> dict[str, dict[str, list[float]]]:
+    """Seconds per batch of the Triton kernel (:mod:`mlsysrepro.recsys.triton_bag`) on one table, per
+    (num_warps, num_stages) of :data:`TRITON_LAUNCHES` and trace (high and random), torch's EmbeddingBag beside;
+    each launch checked against torch first. Empty where Triton is not installed."""
+    from ..recsys import triton_bag
+
+    if not triton_bag.available():
+        return {}
+    found: dict[str, dict[str, list[float]]] = {}
+    for name in ("high", "random"):
+        indices, offsets = [t.to(weight.device) for t in _batches(settings, name, count=1)[1][0]]
+        reference = torch.nn.functional.embedding_bag(indices, weight, offsets, mode="sum")
+        calls = {"torch": lambda: torch.nn.functional.embedding_bag(indices, weight, offsets, mode="sum")}
+        for warps, stages in TRITON_LAUNCHES:
+            got = triton_bag.embedding_bag(weight, indices, offsets, warps, stages)
+            if not torch.allclose(got, reference, atol=1e-3, rtol=1e-4):
+                raise AssertionError(f"the Triton kernel ({warps} warps, {stages} stages) disagrees with torch")
+            calls[f"warps {warps}, stages {stages}"] = (
+                lambda w=warps, s=stages: triton_bag.embedding_bag(weight, indices, offsets, w, s))
+        for launch, timing in interleaved(calls, settings.repeats, device=weight.device).items():
+            found.setdefault(launch, {})[name] = list(timing.samples)
+    return found
 
 
 def gpu_measured() -> pd.DataFrame | None:
