@@ -1,0 +1,265 @@
+"""The experiments of the PIFS-Rec notebook (Huo et al., MICRO 2024): presets and one function per figure.
+
+- :func:`host_anchor` — the host side measured: EmbeddingBag's seconds per row on this CPU against table size and
+  pooling; its cache-resident cost is what a host core spends adding one row in the model (:func:`system`);
+- :func:`comparison` — every design of :data:`mlsysrepro.recsys.cxl.DESIGNS` on every (trace, model
+  configuration, batch): latency, bytes per link direction, utilisation of every resource;
+- :func:`scalability` — Pond, BEACON and PIFS-Rec against the number of devices and of hosts;
+- :func:`buffer_study` — the switch buffer's hit rate and PIFS-Rec's latency against its size, LRU against global
+  hotness;
+- :data:`CLAIMS`, declared before the run, and their measurements.
+
+Every latency is the model's (a simulation of the paper's system), driven by the artifact's real traces; only the
+host's cost of adding a row is measured here, so every claim is marked timing-dependent.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..core.claims import Claim, Measurement, above, across, is_true
+from ..core.progress import progress
+from ..core.timing import interleaved
+from ..recsys import cxl, traces
+from ..recsys.stage import make_weights
+
+DEFAULT = dict(
+    traces=["medium", "low"], configs=[[8, 80, 64], [12, 150, 128], [16, 20, 32]], batches=[256, 1024],
+    main_trace="medium", main_config=0, main_batch=1024, rows=500_000, devices=8, hosts=1, buffer_mib=4.0,
+    device_grid=[2, 4, 8, 16], host_grid=[1, 2, 4], buffer_grid=[0.0, 1.0, 4.0, 16.0, 64.0],
+    anchor_rows=[1_000, 100_000, 500_000], anchor_pooling=[20, 80, 150], anchor_batch=256, repeats=5,
+)
+
+PRESETS = {
+    "smoke": dict(DEFAULT, configs=[[4, 20, 64], [2, 40, 128]], batches=[64], main_batch=64, traces=["medium"],
+                  device_grid=[2, 8], host_grid=[1, 2], buffer_grid=[0.0, 4.0], anchor_rows=[1_000, 100_000],
+                  anchor_pooling=[20], anchor_batch=64, repeats=3),
+    "default": DEFAULT,
+    "paper": dict(DEFAULT, traces=["high", "medium", "low", "random"], batches=[256, 1024, 2048],
+                  configs=[[8, 80, 64], [12, 150, 128], [16, 20, 32], [32, 80, 64]], repeats=9),
+}
+
+RANGES = {"batches": (1, None), "main_config": (0, None), "main_batch": (1, None),
+          "rows": (1, None), "devices": (1, 64), "hosts": (1, 16), "buffer_mib": (0, None), "device_grid": (1, 64),
+          "host_grid": (1, 16), "buffer_grid": (0, None), "anchor_rows": (1, None), "anchor_pooling": (1, None),
+          "anchor_batch": (1, None), "repeats": (1, None)}
+
+PAPER_SETTING = {"traces": ["Meta-like production traces"], "devices": "CXL memory devices behind one switch",
+                 "hosts": "one or more hosts"}
+
+SYSTEMS = ("local", "pond", "beacon", "pifs")
+LABELS = {"local": "local DRAM", "cxl": "CXL, tables whole", "pond": "Pond (CXL, host pools)",
+          "beacon": "BEACON (device pools)", "pifs_pooling": "+ pooling in the switch",
+          "pifs_buffer": "+ switch buffer (LRU)", "pifs_hotness": "+ global hotness", "pifs": "PIFS-Rec (+ spreading)"}
+
+CLAIMS = (
+    Claim("P1", "PIFS-Rec lowers the embedding stage's latency against Pond (host pooling over CXL)",
+          where="Abstract; evaluation", paper_value=3.89, unit="batch latency, Pond / PIFS-Rec", rule=above(1.0),
+          over="every (trace, model configuration, batch)", min_share=2 / 3, near=0.3, timing=True),
+    Claim("P2", "PIFS-Rec lowers the latency against BEACON (near-memory pooling in the devices)",
+          where="Abstract; evaluation", paper_value=2.03, unit="batch latency, BEACON / PIFS-Rec", rule=above(1.0),
+          over="every (trace, model configuration, batch)", min_share=2 / 3, near=0.3, timing=True),
+    Claim("P3", "Each of PIFS-Rec's steps lowers the latency (switch pooling, buffer, global hotness, spreading)",
+          where="Evaluation, ablation", paper_value="every step", unit="latency before the step / after it",
+          rule=above(1.0), over="every (step, trace, model configuration, batch)", min_share=2 / 3, timing=True),
+    Claim("K1", "Link bytes follow the analysis: Pond returns every row to the host, PIFS-Rec one vector per bag",
+          where="consistency (bytes moved)", paper_value="exact", unit="all settings match", rule=is_true(),
+          over="every setting of the comparison", consistency=True),
+    Claim("K2", "Every design reads each lookup once, from DRAM or from the switch buffer",
+          where="consistency (conservation)", paper_value="exact", unit="all runs conserve", rule=is_true(),
+          over="every run of the comparison", consistency=True),
+    Claim("K3", "A one-row bag's latency on an idle system is the sum of its hops and service times",
+          where="consistency (the model)", paper_value="exact", unit="every design matches", rule=is_true(),
+          over="every CXL design", consistency=True),
+)
+
+
+def check_configs(settings) -> None:
+    """Every model configuration is [tables, pooling, dim] of positive integers, and ``main_config`` one of them."""
+    for config in settings.configs:
+        if len(config) != 3 or any(not isinstance(v, int) or v < 1 for v in config):
+            raise ValueError(f"configs must be [tables, pooling, dim] lists of positive integers, got {config!r}")
+    if settings.main_config >= len(settings.configs):
+        raise ValueError(f"main_config must be below {len(settings.configs)} (an index into configs), "
+                         f"got {settings.main_config}")
+
+
+def host_anchor(settings) -> pd.DataFrame:
+    """Seconds per row of ``F.embedding_bag`` on one thread, per (table rows, pooling) of the anchor grid, on the
+    medium trace folded into the table; interleaved rounds."""
+    check_configs(settings)
+    torch.set_num_threads(1)
+    ids = traces.load_trace("medium", settings.seed)
+    rows = []
+    dims = sorted({dim for _, _, dim in settings.configs})
+    for dim in dims:
+        for table_rows in settings.anchor_rows:
+            weight = make_weights(1, table_rows, dim, settings.seed)[0]
+            calls = {}
+            for pooling in settings.anchor_pooling:
+                indices, offsets = traces.batches(ids % table_rows, settings.anchor_batch, pooling, 1)[0]
+                calls[pooling] = (lambda i=indices, o=offsets: torch.nn.functional.embedding_bag(i, weight, o))
+            timing = interleaved(calls, settings.repeats)
+            for pooling, t in timing.items():
+                lookups = settings.anchor_batch * pooling
+                rows += [dict(dim=dim, table_rows=table_rows, pooling=pooling, round=r, seconds_per_row=s / lookups)
+                         for r, s in enumerate(t.samples)]
+    return pd.DataFrame(rows)
+
+
+def host_add_seconds(anchor: pd.DataFrame, dim: int) -> float:
+    """A host core's seconds to add one row of ``dim`` floats: the median per-row cost on the smallest (cache-
+    resident) table, where memory costs nothing."""
+    part = anchor[(anchor.dim == dim) & (anchor.table_rows == anchor.table_rows.min())]
+    if part.empty:
+        raise ValueError(f"the anchor has no measurement for dim={dim}")
+    return float(part.seconds_per_row.median())
+
+
+def system(settings, anchor: pd.DataFrame, dim: int, **changes) -> cxl.System:
+    return replace(cxl.System(devices=settings.devices, hosts=settings.hosts,
+                              buffer_bytes=int(settings.buffer_mib * 2**20),
+                              host_add_s_per_row=host_add_seconds(anchor, dim)), **changes)
+
+
+def batch_lookups(settings, trace: str, config, batch: int, hosts: int = 1, index: int = 1) -> cxl.Lookups:
+    """Batch ``index`` of ``trace`` for a (tables, pooling, dim) configuration, host h reading ``h`` batches on."""
+    tables, pooling, dim = config
+    ids = traces.load_trace(trace, settings.seed, settings.rows)
+    streams = [traces.batches(ids, batch, pooling, 1, start=(index + 7 * h) * batch * pooling)[0]
+               for h in range(hosts)]
+    return cxl.lookups([(i.numpy(), o.numpy()) for i, o in streams], tables, settings.rows, dim)
+
+
+def run_design(settings, name: str, system_: cxl.System, trace: str, config, batch: int, hosts: int = 1
+               ) -> cxl.Result:
+    """One batch of ``trace`` through design ``name``, the switch buffer warmed by the batch before it and its
+    global hotness profiled on the whole trace."""
+    design = cxl.DESIGNS[name]
+    current = batch_lookups(settings, trace, config, batch, hosts, 1)
+    hits = None
+    if design.pooling == "switch":
+        ids = traces.load_trace(trace, settings.seed, settings.rows)
+        hot = traces.top_rows(ids, system_.buffer_bytes // (config[2] * 4) + 1)
+        hits = cxl.buffer_hits(current, system_, design.buffer, hot,
+                               batch_lookups(settings, trace, config, batch, hosts, 0))
+    return cxl.simulate(current, system_, design, hits)
+
+
+def _row(result: cxl.Result, **keys) -> dict:
+    return dict(**keys, latency_us=result.latency_s * 1e6, rows=result.rows, buffer_hits=result.buffer_hits,
+                **{f"bytes {k}": v for k, v in result.bytes.items()},
+                **{f"util {k}": v for k, v in result.utilisation().items()})
+
+
+def comparison(settings, anchor: pd.DataFrame) -> pd.DataFrame:
+    """Every design on every (trace, configuration, batch): one row each."""
+    rows = []
+    grid = [(t, c, b) for t in settings.traces for c in range(len(settings.configs)) for b in settings.batches]
+    for trace, c, batch in progress(grid, desc="settings"):
+        config = settings.configs[c]
+        system_ = system(settings, anchor, config[2])
+        for name in cxl.DESIGNS:
+            result = run_design(settings, name, system_, trace, config, batch)
+            rows.append(_row(result, trace=trace, config=c, batch=batch, design=name, bags=batch * config[0],
+                             dim=config[2]))
+    return pd.DataFrame(rows)
+
+
+def setting_key(frame: pd.DataFrame) -> pd.Series:
+    return frame.trace + " | config " + frame.config.astype(str) + " | batch " + frame.batch.astype(str)
+
+
+def latency_ratio(frame: pd.DataFrame, numerator: str, denominator: str) -> Measurement:
+    """P1, P2: per setting, ``numerator``'s latency over ``denominator``'s; the median over settings."""
+    latency = frame.assign(setting=setting_key(frame)).pivot(index="setting", columns="design", values="latency_us")
+    return across((latency[numerator] / latency[denominator]).to_dict(),
+                  note=f"{numerator} / {denominator}, one simulated batch per setting")
+
+
+def ablation_steps(frame: pd.DataFrame) -> pd.DataFrame:
+    """Per setting and step of :data:`mlsysrepro.recsys.cxl.ABLATION`: latency before the step / after it."""
+    latency = frame.assign(setting=setting_key(frame)).pivot(index="setting", columns="design", values="latency_us")
+    steps = {f"{after}": latency[before] / latency[after] for before, after in zip(cxl.ABLATION, cxl.ABLATION[1:])}
+    return pd.DataFrame(steps)
+
+
+def ablation_measurement(frame: pd.DataFrame) -> Measurement:
+    """P3: every (step, setting)'s speed-up."""
+    steps = ablation_steps(frame)
+    return across({f"{step} | {setting}": value for step in steps for setting, value in steps[step].items()},
+                  note="steps: " + " -> ".join(cxl.ABLATION))
+
+
+def bytes_follow_the_analysis(frame: pd.DataFrame) -> Measurement:
+    """K1: Pond's switch-to-host bytes are rows x row bytes, PIFS-Rec's bags x row bytes, in every setting."""
+    pond, pifs = frame[frame.design == "pond"], frame[frame.design == "pifs"]
+    ok = np.allclose(pond["bytes switch to host"], pond.rows * pond.dim * 4) and np.allclose(
+        pifs["bytes switch to host"], pifs.bags * pifs.dim * 4)
+    ratio = (pond["bytes switch to host"].to_numpy() / pifs["bytes switch to host"].to_numpy())
+    return Measurement(bool(ok), note=f"Pond moves {ratio.min():.0f}x to {ratio.max():.0f}x PIFS-Rec's upstream bytes")
+
+
+def conservation(frame: pd.DataFrame) -> Measurement:
+    """K2: in every run, rows read from DRAM plus rows the buffer served equal the lookups."""
+    dram_rows = frame["bytes dram"] / (frame.dim * 4)
+    ok = bool(np.allclose(dram_rows + frame.buffer_hits, frame.rows))
+    return Measurement(ok, note=f"{len(frame)} runs")
+
+
+def idle_latency_check(settings, anchor: pd.DataFrame) -> Measurement:
+    """K3: a bag of one row, alone, against the sum of the hops and service times it passes (hand-written per
+    design)."""
+    dim = settings.configs[0][2]
+    one = cxl.lookups([(np.array([12_345]), np.array([0]))], 1, settings.rows, dim)
+    s = system(settings, anchor, dim)
+    row, up, down = dim * 4, s.upstream_bytes_per_s, s.downstream_bytes_per_s
+    dram = s.controller_s + s.bank_busy_s + row / s.channel_bytes_per_s
+    command = cxl.FLIT + cxl.INDEX_BYTES
+    expected = {
+        "pond": cxl.FLIT / up + s.host_hop_s + cxl.FLIT / down + s.device_hop_s + dram + row / down + s.device_hop_s
+        + row / up + s.host_hop_s + s.host_add_s_per_row,
+        "beacon": command / up + s.host_hop_s + command / down + s.device_hop_s + dram + row / s.adder_bytes_per_s
+        + row / down + s.device_hop_s + row / up + s.host_hop_s + s.host_add_s_per_row,
+        "pifs_pooling": command / up + s.host_hop_s + command / down + s.device_hop_s + dram + row / down
+        + s.device_hop_s + row / s.adder_bytes_per_s + row / up + s.host_hop_s,
+    }
+    gaps = {name: abs(cxl.simulate(one, s, cxl.DESIGNS[name]).latency_s - value) for name, value in expected.items()}
+    return Measurement(all(g < 1e-12 for g in gaps.values()),
+                       note=f"largest gap {max(gaps.values()):.1e} s over {', '.join(gaps)}")
+
+
+def scalability(settings, anchor: pd.DataFrame) -> pd.DataFrame:
+    """Pond, BEACON and PIFS-Rec on the main setting against devices (one host) and hosts (``devices``)."""
+    config = settings.configs[settings.main_config]
+    rows = []
+    for devices in settings.device_grid:
+        s = system(settings, anchor, config[2], devices=devices)
+        for name in ("pond", "beacon", "pifs"):
+            result = run_design(settings, name, s, settings.main_trace, config, settings.main_batch)
+            rows.append(_row(result, sweep="devices", value=devices, design=name))
+    for hosts in settings.host_grid:
+        s = system(settings, anchor, config[2], hosts=hosts)
+        for name in ("pond", "beacon", "pifs"):
+            result = run_design(settings, name, s, settings.main_trace, config, settings.main_batch, hosts)
+            rows.append(_row(result, sweep="hosts", value=hosts, design=name))
+    return pd.DataFrame(rows)
+
+
+def buffer_study(settings, anchor: pd.DataFrame) -> pd.DataFrame:
+    """PIFS-Rec's hit rate and latency against the switch buffer's size, with an LRU buffer and with global
+    hotness (tables placed whole, as in the ablation's buffer steps, and spread, as in PIFS-Rec)."""
+    config = settings.configs[settings.main_config]
+    rows = []
+    for mib in settings.buffer_grid:
+        s = system(settings, anchor, config[2], buffer_bytes=int(mib * 2**20))
+        for name in ("pifs_buffer", "pifs_hotness", "pifs"):
+            result = run_design(settings, name, s, settings.main_trace, config, settings.main_batch)
+            rows.append(_row(result, buffer_mib=mib, design=name))
+    frame = pd.DataFrame(rows)
+    frame["hit_rate"] = frame.buffer_hits / frame.rows
+    return frame

@@ -1,0 +1,72 @@
+"""PIFS-Rec's claim measurements on hand-made frames, its configuration checks and its host anchor reader."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mlsysrepro.core.claims import verdict
+from mlsysrepro.core.settings import resolve
+from mlsysrepro.papers import pifs_rec
+from mlsysrepro.recsys import cxl
+
+CLAIMS = {claim.id: claim for claim in pifs_rec.CLAIMS}
+
+
+def frame(latencies: dict[str, list[float]]) -> pd.DataFrame:
+    """Settings 0..n-1 of one trace, each design's latency per setting."""
+    rows = []
+    for design, values in latencies.items():
+        for i, value in enumerate(values):
+            rows.append(dict(trace="t", config=i, batch=64, design=design, latency_us=value, rows=100, bags=10,
+                             dim=64, buffer_hits=0, **{"bytes switch to host": (100 if design == "pond" else 10) * 256,
+                                                       "bytes dram": 100 * 256}))
+    return pd.DataFrame(rows)
+
+
+def test_p1_holds_when_pifs_is_faster_on_most_settings_and_fails_otherwise():
+    fast = frame({"pond": [40, 42, 38, 41], "pifs": [10, 11, 10, 12], "beacon": [20, 20, 20, 20]})
+    assert verdict(CLAIMS["P1"], pifs_rec.latency_ratio(fast, "pond", "pifs"))[0] == "holds"
+    slow = frame({"pond": [9, 9, 9, 30], "pifs": [10, 11, 10, 12], "beacon": [20, 20, 20, 20]})
+    assert verdict(CLAIMS["P1"], pifs_rec.latency_ratio(slow, "pond", "pifs"))[0] == "fails"
+
+
+def test_ablation_steps_divide_each_step_by_the_next():
+    latencies = {name: [float(len(cxl.ABLATION) - i)] * 3 for i, name in enumerate(cxl.ABLATION)}
+    steps = pifs_rec.ablation_steps(frame(latencies))
+    assert list(steps.columns) == list(cxl.ABLATION[1:])
+    assert steps.iloc[0].tolist() == pytest.approx([5 / 4, 4 / 3, 3 / 2, 2 / 1])
+    assert verdict(CLAIMS["P3"], pifs_rec.ablation_measurement(frame(latencies)))[0] == "holds"
+
+
+def test_k1_and_k2_fail_on_wrong_bytes():
+    good = frame({"pond": [1, 1], "pifs": [1, 1]})
+    assert pifs_rec.bytes_follow_the_analysis(good).value is True
+    bad = good.copy()
+    bad.loc[bad.design == "pifs", "bytes switch to host"] *= 2
+    assert pifs_rec.bytes_follow_the_analysis(bad).value is False
+    bad = good.assign(buffer_hits=5)
+    assert pifs_rec.conservation(bad).value is False
+
+
+def test_host_add_seconds_reads_the_smallest_table():
+    anchor = pd.DataFrame([dict(dim=64, table_rows=r, pooling=20, round=k, seconds_per_row=s)
+                           for r, s in ((1000, 3e-8), (10**6, 9e-8)) for k in range(3)])
+    assert pifs_rec.host_add_seconds(anchor, 64) == pytest.approx(3e-8)
+    with pytest.raises(ValueError, match="dim=128"):
+        pifs_rec.host_add_seconds(anchor, 128)
+
+
+def test_bad_configs_name_the_parameter():
+    settings = resolve("pifs_rec", pifs_rec.PRESETS, {"scale": "smoke", "configs": [[4, 20]]}, pifs_rec.RANGES)
+    with pytest.raises(ValueError, match="configs must be"):
+        pifs_rec.check_configs(settings)
+    settings = resolve("pifs_rec", pifs_rec.PRESETS, {"scale": "smoke", "main_config": 5}, pifs_rec.RANGES)
+    with pytest.raises(ValueError, match="main_config must be below"):
+        pifs_rec.check_configs(settings)
+
+
+def test_idle_latency_check_passes_on_the_presets():
+    settings = resolve("pifs_rec", pifs_rec.PRESETS, {"scale": "smoke"}, pifs_rec.RANGES)
+    anchor = pd.DataFrame([dict(dim=64, table_rows=1000, pooling=20, round=0, seconds_per_row=2e-8)])
+    assert verdict(CLAIMS["K3"], pifs_rec.idle_latency_check(settings, anchor))[0] == "holds"
+    assert np.isfinite(pifs_rec.system(settings, anchor, 64).host_add_s_per_row)
