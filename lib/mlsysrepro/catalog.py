@@ -81,7 +81,7 @@ PAPERS: tuple[Paper, ...] = (
           figures=("trace_reuse", "cpu_stage", "sensitivity", "occupancy", "l2_pinning", "optimisations")),
     Paper("pifs_rec", "PIFS-Rec: Process-In-Fabric-Switch for Large-Scale Recommendation System Inferences",
           "MICRO 2024", "https://arxiv.org/abs/2409.16633", "Recommendation",
-          figures=("host_anchor", "characterisation", "comparison", "ablation", "scalability")),
+          figures=("host_anchor", "characterisation", "breakdown", "comparison", "ablation", "scalability")),
     Paper("grad_sparsity", "Exploiting Activation based Gradient Output Sparsity to Accelerate Backpropagation in CNNs",
           "arXiv 2021", "https://arxiv.org/abs/2109.07710", "Training efficiency"),
     Paper("structured_dropout",
