@@ -35,7 +35,8 @@ def claim(id, verdict, kind="paper claim"):
 def test_status_comes_from_the_paper_claims_alone(verdicts, expected):
     results = {"claims": [claim(f"C{i}", v) for i, v in enumerate(verdicts)] + [claim("K1", "fails", "consistency check")]}
     assert reproduction.status(catalog.by_name("llcg"), results) == expected
-    assert reproduction.status(catalog.by_name("grad_sparsity"), None) == "planned"
+    coming = catalog.Paper("coming_paper", "A paper without a notebook yet", "venue", "https://arxiv.org", "theme")
+    assert reproduction.status(coming, None) == "planned"
 
 
 def test_committed_results_are_default_scale_and_match_the_catalog():

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from mlsysrepro.serving.zoo import MODELS, SmallCNN, Zoo, build_zoo, load_split
+from mlsysrepro.serving.zoo import MODELS, SmallCNN, Zoo, build_zoo
+from mlsysrepro.vision.digits import load_split
 
 
 def test_splits_are_disjoint_shuffled_and_sized():

@@ -37,7 +37,8 @@ from ..serving.policies import LABELS, POLICIES, make_policy
 from ..serving.predictors import forecast_error, make_predictor
 from ..serving.replay import correct_counts, request_orders, schedule
 from ..serving.simulator import Config, Workload, check_invariants, simulate
-from ..serving.zoo import Zoo, build_zoo, load_split
+from ..serving.zoo import Zoo, build_zoo
+from ..vision.digits import load_split
 
 #: The default scale, which the paper scale extends (more training, timing rounds and seeds).
 DEFAULT = dict(

@@ -5,8 +5,9 @@
   gradient tensors, the same layers) and ``residual=False`` (no shortcut connections: no projection convolutions,
   so fewer layers *and* tensors);
 - :class:`VGG` — VGG 11/13/16/19 with three pooling stages for 28x28 inputs and a narrow classifier;
+- :class:`LeNet` — LeCun et al.'s LeNet-5 (two 5x5 convolutions with max pooling, three linear layers), with ReLU;
 - :func:`build_cnn` — a model by name: ``resnet<depth>``, ``nobn_resnet<depth>``, ``nores_resnet<depth>``,
-  ``vgg<depth>``.
+  ``vgg<depth>``, ``lenet``.
 
 Every ReLU is an ``nn.ReLU`` module, so forward hooks see each activation (what a sparsity study records).
 """
@@ -101,6 +102,23 @@ class VGG(nn.Module):
         return self.classifier(self.features(x))
 
 
+class LeNet(nn.Module):
+    """LeNet-5 for 28x28 inputs (the first convolution padded to keep 28 pixels), ReLU instead of tanh; ``width``
+    scales its 6 and 16 channels (6: LeCun's)."""
+
+    def __init__(self, width: int = 6, in_channels: int = 1):
+        super().__init__()
+        wide = width * 16 // 6
+        self.features = nn.Sequential(nn.Conv2d(in_channels, width, 5, padding=2), nn.ReLU(inplace=True),
+                                      nn.MaxPool2d(2), nn.Conv2d(width, wide, 5), nn.ReLU(inplace=True),
+                                      nn.MaxPool2d(2))
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(wide * 25, 120), nn.ReLU(inplace=True),
+                                        nn.Linear(120, 84), nn.ReLU(inplace=True), nn.Linear(84, NUM_CLASSES))
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
 def build_cnn(name: str, width: int = 16) -> nn.Module:
     """A CNN by name (see the module docstring); None when ``name`` names no CNN."""
     match = re.fullmatch(r"(nobn_|nores_)?resnet(\d+)", name)
@@ -110,4 +128,6 @@ def build_cnn(name: str, width: int = 16) -> nn.Module:
     match = re.fullmatch(r"vgg(\d+)", name)
     if match:
         return VGG(int(match.group(1)), width)
+    if name == "lenet":
+        return LeNet(width)
     return None

@@ -1,0 +1,255 @@
+"""The experiments of the gradient-output-sparsity notebook (Sarma et al., arXiv 2109.07710): presets and one
+function per figure.
+
+- :func:`training` — every network of ``networks`` trained on real digits for every seed, with a recorded probe
+  step (:class:`mlsysrepro.sparsity.activations.Recorder`) before training and after every epoch: per ReLU the
+  densities of the activation and of the gradient it passes down; per convolution the MACs and PE-array cycles of
+  every pass in every mode (:mod:`mlsysrepro.sparsity.pe_array`);
+- :func:`speedups` — per network, seed and snapshot: backprop and iteration speed-ups of the PE-array model;
+- :func:`cpu_data_gradient` — the data gradient computed only where needed, on this CPU, against dense;
+- :data:`CLAIMS`, declared before the run, and their measurements.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from ..core.cache import cached
+from ..core.claims import Claim, Measurement, above, across_seeds, is_true, within
+from ..core.progress import progress
+from ..core.timing import interleaved, ratios
+from ..sparsity.activations import Recorder
+from ..sparsity.output_sparse import by_channels, by_positions, dense_masked
+from ..sparsity.pe_array import PEArray, layer_cycles, macs
+from ..vision.cnn import build_cnn
+from ..vision.digits import load_split
+
+DEFAULT = dict(
+    dataset="mnist", train_images=4000, test_images=2000, networks=["lenet", "vgg11", "nobn_resnet10", "resnet10"],
+    width=8, epochs=2, batch=64, learning_rate=0.001, seeds=[0, 1, 2], probe=32, sample=16, array=[32, 32], repeats=5,
+)
+
+PRESETS = {
+    "smoke": dict(DEFAULT, dataset="digits", train_images=1000, test_images=300, networks=["lenet", "nobn_resnet10"],
+                  width=4, epochs=1, seeds=[0], probe=16, sample=8, repeats=3),
+    "default": DEFAULT,
+    "paper": dict(DEFAULT, train_images=8000, epochs=8, networks=["lenet", "vgg11", "vgg16", "nobn_resnet10", "resnet10",
+                                                          "resnet18"], width=16, seeds=[0, 1, 2]),
+}
+
+RANGES = {"train_images": (1, None), "test_images": (1, None), "width": (1, None), "epochs": (1, None),
+          "batch": (1, None), "learning_rate": (1e-6, 10), "seeds": (0, None), "probe": (1, None), "sample": (1, None),
+          "array": (1, None), "repeats": (1, None)}
+
+PAPER_SETTING = {"dataset": "ImageNet", "networks": "five ImageNet CNNs", "epochs": "full training"}
+
+CLAIMS = (
+    Claim("S1", "Backpropagation runs 1.69x-5.43x faster than dense with input and output sparsity",
+          where="Abstract; evaluation", paper_value=5.43, unit="backprop cycles, dense / input + output sparse",
+          rule=within(1.69, 5.43), over="every network, each over seeds (the trained networks' last snapshot)",
+          min_share=2 / 3, near=0.3, up_to=True),
+    Claim("S2", "A training iteration (forward and backward) runs 1.68x-3.30x faster than a sparsity-agnostic "
+          "design", where="Abstract; evaluation", paper_value=3.30,
+          unit="iteration cycles, dense / input + output sparse", rule=within(1.68, 3.30),
+          over="every network, each over seeds", min_share=2 / 3, near=0.3, up_to=True),
+    Claim("S3", "Output sparsity adds to input sparsity in backpropagation", where="Sec. on gradient output sparsity",
+          paper_value="a further speed-up", unit="backprop cycles, input-sparse / input + output sparse",
+          rule=above(1.0), over="every network, each over seeds", min_share=2 / 3),
+    Claim("S4", "Forward activation sparsity and backward gradient sparsity go together over training",
+          where="Sec. on sparsity characterisation", paper_value="correlated",
+          unit="Pearson r of activation and gradient density over (ReLU, snapshot)", rule=above(0.5),
+          over="every network, each over seeds", min_share=2 / 3),
+    Claim("K1", "The data gradient computed only where needed equals the dense gradient times the mask",
+          where="consistency (sparse execution)", paper_value="exact", unit="every layer within 1e-4",
+          rule=is_true(), over="every convolution with a data gradient, every network", consistency=True),
+    Claim("K2", "The PE array never runs faster than its MACs allow", where="consistency (cycle model)",
+          paper_value="cycles >= MACs / PEs", unit="every (layer, pass, mode)", rule=is_true(),
+          over="every network's last snapshot", consistency=True),
+)
+
+TRAINING_KNOBS = ("dataset", "train_images", "test_images", "networks", "width", "epochs", "batch", "learning_rate",
+                  "seeds", "probe", "sample", "array")
+
+
+def network(name: str, width: int) -> torch.nn.Module:
+    """The CNN ``name`` at ``width`` (LeNet keeps its own 6 channels at width 8), every convolution and linear
+    layer initialised as He et al. (2015) prescribe for ReLU networks, so the deep ones without BatchNorm train."""
+    model = build_cnn(name, 6 if name == "lenet" and width == 8 else width)
+    if model is None:
+        raise ValueError(f"networks must name CNNs of mlsysrepro.vision.cnn.build_cnn (lenet, vgg<depth>, "
+                         f"resnet<depth>, nobn_resnet<depth>), got {name!r}")
+    for module in model.modules():
+        if isinstance(module, (torch.nn.Conv2d, torch.nn.Linear)):
+            torch.nn.init.kaiming_normal_(module.weight, nonlinearity="relu")
+            if module.bias is not None:
+                torch.nn.init.zeros_(module.bias)
+    return model
+
+
+def _images(split, which):
+    x = torch.as_tensor(getattr(split, f"x_{which}"))
+    if x.shape[-1] != 28:  # scikit-learn's 8x8 digits, upsampled to the networks' 28x28
+        x = F.interpolate(x, size=28, mode="bilinear", align_corners=False)
+    return x, torch.as_tensor(getattr(split, f"y_{which}"))
+
+
+def snapshot(model, images, labels, sample: int, array: PEArray) -> dict:
+    """One recorded training step on ``images``: per ReLU its densities; per convolution its MACs and cycles."""
+    model.train()
+    with Recorder(model, sample) as recorder:
+        F.cross_entropy(model(images), labels).backward()
+    model.zero_grad()
+    relus = [dict(relu=i, activation=r.activation_density, gradient=r.gradient_density)
+             for i, r in enumerate(recorder.relus)]
+    layers = []
+    for i, conv in enumerate(recorder.convs):
+        counts, cycles = macs(conv), layer_cycles(conv, array)
+        for (pass_, mode), value in counts.items():
+            layers.append(dict(layer=i, name=conv.name, pass_=pass_, mode=mode, macs=value, cycles=cycles[(pass_, mode)],
+                               input_density=float((conv.x != 0).float().mean()),
+                               needed=float(conv.needed.float().mean())))
+    return {"relus": relus, "layers": layers}
+
+
+def train_one(settings, name: str, seed: int) -> dict:
+    """Train ``name`` with Adam for ``epochs``; a snapshot before and after every epoch; the test
+    accuracy at the end."""
+    split = load_split(settings.dataset, seed, settings.train_images, 1, settings.test_images)
+    x, y = _images(split, "train")
+    x_test, y_test = _images(split, "test")
+    generator = torch.Generator().manual_seed(seed)
+    torch.manual_seed(seed)
+    model = network(name, settings.width)
+    optimiser = torch.optim.Adam(model.parameters(), lr=settings.learning_rate)
+    array = PEArray(*settings.array)
+    probe = (x[: settings.probe], y[: settings.probe])
+    snapshots = [dict(epoch=0, **snapshot(model, *probe, settings.sample, array))]
+    for epoch in range(1, settings.epochs + 1):
+        model.train()
+        for batch in torch.randperm(len(y), generator=generator).split(settings.batch):
+            optimiser.zero_grad()
+            F.cross_entropy(model(x[batch]), y[batch]).backward()
+            optimiser.step()
+        snapshots.append(dict(epoch=epoch, **snapshot(model, *probe, settings.sample, array)))
+    model.eval()
+    with torch.no_grad():
+        accuracy = float((model(x_test).argmax(1) == y_test).float().mean())
+    return {"network": name, "seed": seed, "accuracy": accuracy, "snapshots": snapshots}
+
+
+def training(settings) -> dict[str, pd.DataFrame]:
+    """Every (network, seed) trained and recorded (cached by the training knobs and this code): frames ``relus``
+    (densities per ReLU and snapshot), ``layers`` (MACs and cycles per convolution, pass, mode and snapshot) and
+    ``accuracy``."""
+    def compute():
+        runs = [train_one(settings, name, seed)
+                for name, seed in progress([(n, s) for n in settings.networks for s in settings.seeds],
+                                           desc="training")]
+        relus, layers = [], []
+        for run in runs:
+            for snap in run["snapshots"]:
+                keys = dict(network=run["network"], seed=run["seed"], epoch=snap["epoch"])
+                relus += [dict(keys, **row) for row in snap["relus"]]
+                layers += [dict(keys, **row) for row in snap["layers"]]
+        accuracy = [dict(network=r["network"], seed=r["seed"], accuracy=r["accuracy"]) for r in runs]
+        return {"relus": pd.DataFrame(relus), "layers": pd.DataFrame(layers), "accuracy": pd.DataFrame(accuracy)}
+
+    return cached("training", settings, compute, knobs=TRAINING_KNOBS, source="mlsysrepro.papers.grad_sparsity")
+
+
+def speedups(layers: pd.DataFrame) -> pd.DataFrame:
+    """Per (network, seed, epoch): cycles per pass and mode summed over layers, and the speed-ups: backprop (data +
+    weight gradient) and iteration (all three passes) dense / sparse, and output sparsity's share (input-sparse /
+    input + output sparse, backprop)."""
+    totals = layers.pivot_table(index=["network", "seed", "epoch"], columns=["pass_", "mode"], values="cycles",
+                                aggfunc="sum")
+    backprop = totals["data_gradient"] + totals["weight_gradient"]
+    iteration = backprop + totals["forward"]
+    frame = pd.DataFrame({
+        "backprop_input_output": backprop["dense"] / backprop["input_output_sparse"],
+        "backprop_input_only": backprop["dense"] / backprop["input_sparse"],
+        "iteration_input_output": iteration["dense"] / iteration["input_output_sparse"],
+        "output_over_input": backprop["input_sparse"] / backprop["input_output_sparse"],
+    })
+    return frame.reset_index()
+
+
+def last_epoch(frame: pd.DataFrame) -> pd.DataFrame:
+    return frame[frame.epoch == frame.epoch.max()]
+
+
+def per_network(frame: pd.DataFrame, column: str, note: str) -> Measurement:
+    """A claim over networks, each over seeds, from the last snapshot."""
+    last = last_epoch(frame)
+    return across_seeds({name: group[column].tolist() for name, group in last.groupby("network", sort=False)},
+                        note=note)
+
+
+def correlation(relus: pd.DataFrame) -> pd.DataFrame:
+    """Per (network, seed): Pearson r between activation and gradient density over every (ReLU, snapshot)."""
+    rows = []
+    for (name, seed), group in relus.groupby(["network", "seed"], sort=False):
+        valid = group.dropna(subset=["gradient"])
+        r = float(np.corrcoef(valid.activation, valid.gradient)[0, 1]) if len(valid) > 2 else float("nan")
+        rows.append(dict(network=name, seed=seed, epoch=0, r=r))
+    return pd.DataFrame(rows)
+
+
+def cycles_bound_holds(layers: pd.DataFrame, settings) -> Measurement:
+    """K2: in every (layer, pass, mode) of the last snapshot, cycles >= MACs / PEs."""
+    last = last_epoch(layers)
+    pes = settings.array[0] * settings.array[1]
+    slack = (last.cycles - last.macs / pes).min()
+    return Measurement(bool(slack >= -1e-9), note=f"smallest cycles - MACs / PEs: {slack:.3g}")
+
+
+def recorded_layers(settings, name: str, seed: int):
+    """The convolutions with a data gradient of one recorded step of ``name`` at its initial weights, on the probe
+    images: what the CPU timing computes (an untrained network's zero patterns, so no training is needed)."""
+    split = load_split(settings.dataset, seed, settings.train_images, 1, settings.test_images)
+    x, y = _images(split, "train")
+    torch.manual_seed(seed)
+    model = network(name, settings.width)
+    with Recorder(model, settings.probe) as recorder:
+        F.cross_entropy(model(x[: settings.probe]), y[: settings.probe]).backward()
+    return [c for c in recorder.convs if not c.reads_images]
+
+
+def cpu_data_gradient(settings) -> tuple[pd.DataFrame, Measurement]:
+    """Per network: the data gradients of every layer after the first, dense (times the mask) against skipping dead
+    channels and skipping unneeded positions (stride-1 layers), timed in interleaved rounds on this CPU; and K1."""
+    rows, worst = [], 0.0
+    for name in settings.networks:
+        convs = recorded_layers(settings, name, settings.seeds[0])
+        weights = {c.name: torch.randn(c.weight_shape) for c in convs}
+
+        def run(kind):
+            def call():
+                for c in convs:
+                    if kind == "dense":
+                        dense_masked(c.dy, weights[c.name], c.needed, c.stride, c.padding)
+                    elif kind == "channels":
+                        by_channels(c.dy, weights[c.name], c.needed, c.stride, c.padding)
+                    elif c.stride == (1, 1):
+                        by_positions(c.dy, weights[c.name], c.needed, c.padding[0])
+                    else:
+                        dense_masked(c.dy, weights[c.name], c.needed, c.stride, c.padding)
+            return call
+
+        for c in convs:
+            reference = dense_masked(c.dy, weights[c.name], c.needed, c.stride, c.padding)
+            worst = max(worst, float((by_channels(c.dy, weights[c.name], c.needed, c.stride, c.padding)
+                                      - reference).abs().max()))
+            if c.stride == (1, 1):
+                worst = max(worst, float((by_positions(c.dy, weights[c.name], c.needed, c.padding[0])
+                                          - reference).abs().max()))
+        timing = interleaved({k: run(k) for k in ("dense", "channels", "positions")}, settings.repeats)
+        speed = ratios(timing, "dense")
+        for kind in ("channels", "positions"):
+            low, high = speed[kind].interval
+            rows.append(dict(network=name, method=kind, speedup=speed[kind].median, low=low, high=high,
+                             dense_ms=timing["dense"].median * 1e3))
+    return pd.DataFrame(rows), Measurement(worst <= 1e-4, note=f"largest difference {worst:.2e}")
