@@ -58,3 +58,9 @@ def test_k2_fails_when_cycles_undercut_the_macs():
 def test_an_unknown_network_is_named():
     with pytest.raises(ValueError, match="networks must name"):
         grad_sparsity.network("alexnet", 8)
+
+
+def test_range_placement_sorts_networks_by_the_range():
+    frame = pd.DataFrame([dict(network=n, seed=0, epoch=1, x=v) for n, v in (("a", 1.0), ("b", 3.0), ("c", 9.0))])
+    assert grad_sparsity.range_placement(frame, "x", 2, 5) == "inside it for b (3.00x); above it for c (9.00x); " \
+                                                              "below it for a (1.00x)"

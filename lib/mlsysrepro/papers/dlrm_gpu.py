@@ -45,7 +45,7 @@ DEFAULT = dict(
 )
 
 PRESETS = {
-    "smoke": dict(DEFAULT, tables=1, pooling=40, batch=256, batches=1, repeats=3, batch_grid=[256],
+    "smoke": dict(DEFAULT, tables=1, rows=100_000, pooling=40, batch=256, batches=1, repeats=3, batch_grid=[256],
                   pooling_grid=[20, 40], dim_grid=[128], bottom=[64, 128], top=[64, 1], model_batch=256,
                   model_batches=1, pinned_rows=[0, 60_000]),
     "default": DEFAULT,

@@ -188,6 +188,15 @@ def per_network(frame: pd.DataFrame, column: str, note: str) -> Measurement:
                         note=note)
 
 
+def range_placement(frame: pd.DataFrame, column: str, low: float, high: float) -> str:
+    """Which networks' mean ``column`` (last snapshot) falls inside [low, high], above or below it, as text."""
+    values = last_epoch(frame).groupby("network", sort=False)[column].mean()
+    groups = {"inside": values[(values >= low) & (values <= high)], "above": values[values > high],
+              "below": values[values < low]}
+    return "; ".join(f"{where} it for " + ", ".join(f"{name} ({value:.2f}x)" for name, value in part.items())
+                     for where, part in groups.items() if len(part))
+
+
 def correlation(relus: pd.DataFrame) -> pd.DataFrame:
     """Per (network, seed): Pearson r between activation and gradient density over every (ReLU, snapshot)."""
     rows = []
