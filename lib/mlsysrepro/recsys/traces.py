@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -138,11 +139,17 @@ def high_reuse_target() -> Locality:
 
 def load_trace(name: str, seed: int = 0, rows: int = TABLE_ROWS) -> np.ndarray:
     """Trace ``name`` of :data:`TRACES` over a table of ``rows`` rows: the real traces (ids folded into ``rows``
-    when the table is smaller), or the stand-ins, as long as the medium trace."""
+    when the table is smaller), or the stand-ins, as long as the medium trace. Each (name, seed, rows) is read or
+    drawn once per process (the high-reuse stand-in's exponent is a fit); callers get their own copy."""
     if name not in TRACES:
         raise ValueError(f"name must be one of {TRACES}, got {name!r}")
     if rows < 1:
         raise ValueError(f"rows must be >= 1, got {rows}")
+    return _trace(name, seed, rows).copy()
+
+
+@lru_cache(maxsize=32)
+def _trace(name: str, seed: int, rows: int) -> np.ndarray:
     if name in REAL:
         return load_real(name) % rows
     length = load_real("medium").size
