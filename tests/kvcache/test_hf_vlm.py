@@ -8,7 +8,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from mlsysrepro.kvcache.hf_vlm import pruned_llava_prefill  # noqa: E402
+from mlsysrepro.kvcache.hf_vlm import image_features, pruned_llava_prefill  # noqa: E402
 from mlsysrepro.kvcache.pruners import AsymVLM, RelevanceScorer, Teacher  # noqa: E402
 from mlsysrepro.kvcache.pruning import AdaptiveBudget, PruningPlan  # noqa: E402
 from mlsysrepro.kvcache.scoring import make_scorer  # noqa: E402
@@ -80,7 +80,7 @@ def test_an_adaptive_budget_keeps_each_rows_own_count(model, inputs):
     plan = PruningPlan(AsymVLM(network=network), ((0, 8),), AdaptiveBudget(0.5, 2, 12))
     out = pruned_llava_prefill(model, ids, pixels, plan)
     with torch.no_grad():
-        features = torch.stack(list(model.get_image_features(pixel_values=pixels)))
+        features = image_features(model, pixels)
         expected = plan.adaptive.counts(network(features, model.get_input_embeddings()(ids[:, 2 + N:])))
     assert out.lengths.tolist() == (ids.shape[1] - N + expected).tolist()
     assert ((out.kept >= 0).sum(1) == expected).all()

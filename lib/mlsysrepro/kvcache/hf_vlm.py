@@ -1,5 +1,5 @@
 """Optional: vision-token pruning before prefill inside a HuggingFace LLaVA model (the AsymVLM notebook's ``paper``
-path to LLaVA-1.5 checkpoints such as ``llava-hf/llava-1.5-7b-hf``). Needs ``transformers`` (tested with 4.57),
+path to LLaVA-1.5 checkpoints such as ``llava-hf/llava-1.5-7b-hf``). Needs ``transformers`` (tested with 4.57 and 5.17),
 which the project does not install.
 
 A LLaVA model writes one projected vision feature into each image placeholder token of ``input_ids`` and runs its
@@ -77,13 +77,21 @@ def _check(plan: PruningPlan) -> None:
                          f"{SUPPORTED_SIGNALS}")
 
 
+def image_features(model, pixel_values: torch.Tensor) -> torch.Tensor:
+    """The projected image features, (B, N, D): transformers 4.x returns them per image, 5.x as the
+    ``pooler_output`` of a model output."""
+    found = model.get_image_features(pixel_values=pixel_values)
+    found = getattr(found, "pooler_output", found)
+    return found if isinstance(found, torch.Tensor) else torch.stack(list(found))
+
+
 @torch.no_grad()
 def pruned_llava_prefill(model, input_ids: torch.Tensor, pixel_values: torch.Tensor, plan: PruningPlan
                          ) -> LlavaPrefill:
     """The prefill of a HuggingFace ``LlavaForConditionalGeneration`` over ``input_ids`` (B, L) and one image per
     row (``pixel_values``), with the image's features pruned by ``plan`` before the language model runs."""
     _check(plan)
-    features = torch.stack(list(model.get_image_features(pixel_values=pixel_values)))  # (B, N, D)
+    features = image_features(model, pixel_values)  # (B, N, D)
     n = features.shape[1]
     side = math.isqrt(n)
     if side * side != n:
