@@ -4,6 +4,9 @@
 # Usage: benchmarks/gpu_kit.sh [--dry-run]   (--dry-run: then run the check in a CPU stand-in of the GPU image)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python="${PYTHON:-.venv/bin/python}"
-[ -x "$python" ] || python=python3
-exec "$python" benchmarks/gpu_kit.py "$@"
+# The project's environment (run_all.sh builds .venv on first use): the kit reads the dataset registry through it.
+if [[ -z "${PYTHON:-}" ]]; then
+    ./run_all.sh --list >/dev/null
+    PYTHON=.venv/bin/python
+fi
+exec "$PYTHON" benchmarks/gpu_kit.py "$@"
