@@ -27,13 +27,23 @@ def claim(id, verdict, kind="paper claim"):
             "rule": "measured <= 1", "why": "2.5 fails", "note": "small", "timing": False}
 
 
+HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = "holds", "fails", "inconclusive", "not testable here"
+
+
 @pytest.mark.parametrize("verdicts, expected", [
-    (["holds", "holds", "not testable here"], "reproduced"),
-    (["holds", "inconclusive"], "partly reproduced"),
-    (["fails", "inconclusive"], "not reproduced at this scale"),
+    ([HOLDS, HOLDS, NOT_TESTABLE], "reproduced"),  # two thirds testable, every testable one holds
+    ([HOLDS, HOLDS, NOT_TESTABLE, NOT_TESTABLE], "partly reproduced"),  # half testable: under two thirds
+    ([HOLDS, NOT_TESTABLE, NOT_TESTABLE], "partly tested"),  # most not testable: no other word may overstate it
+    ([HOLDS, HOLDS, HOLDS, NOT_TESTABLE, NOT_TESTABLE, NOT_TESTABLE], "partly reproduced"),  # half is not most
+    ([HOLDS, INCONCLUSIVE], "partly reproduced"),
+    ([HOLDS, FAILS, HOLDS], "partly reproduced"),
+    ([INCONCLUSIVE, INCONCLUSIVE, NOT_TESTABLE], "inconclusive"),  # none fails, none holds
+    ([FAILS, INCONCLUSIVE], "not reproduced at this scale"),  # only with a fail
+    ([FAILS, NOT_TESTABLE, NOT_TESTABLE], "partly tested"),
 ])
 def test_status_comes_from_the_paper_claims_alone(verdicts, expected):
-    results = {"claims": [claim(f"C{i}", v) for i, v in enumerate(verdicts)] + [claim("K1", "fails", "consistency check")]}
+    others = [claim("K1", FAILS, "consistency check"), claim("A1", FAILS, "analogue"), claim("F1", FAILS, "our finding")]
+    results = {"claims": [claim(f"C{i}", v) for i, v in enumerate(verdicts)] + others}
     assert reproduction.status(catalog.by_name("llcg"), results) == expected
     coming = catalog.Paper("coming_paper", "A paper without a notebook yet", "venue", "https://arxiv.org", "theme")
     assert reproduction.status(coming, None) == "planned"
@@ -46,7 +56,9 @@ def test_committed_results_are_default_scale_and_match_the_catalog():
             continue
         results = json.loads(path.read_text())
         assert results["scale"] == paths.COMMITTED_SCALE
-        assert [c["id"] for c in results["claims"]] == [c.id for c in paper.module().CLAIMS]
+        declared = paper.module().CLAIMS
+        assert [c["id"] for c in results["claims"]] == [c.id for c in declared]
+        assert [c["kind"] for c in results["claims"]] == [c.kind for c in declared], "rerun the notebook"
         assert results["figures"] == [f"{f}.png" for f in paper.figures]
         for figure in results["figures"]:
             assert (path.parent / figure).exists()
@@ -57,8 +69,9 @@ def test_claim_table_shows_the_verdict_and_keeps_checks_apart():
                "claims": [claim("C1", "fails"), claim("K1", "holds", "consistency check")]}
     text = "\n".join(reproduction._paper_section(catalog.TEMPLATE, results))
     assert ("| C1 | Fig. 1 | a\\|b | 1 | x | 2.5 | [2, 3] | 3 of 4 | beyond | `measured <= 1` | **fails** | 2.5 fails "
-            "| small |") in text
-    assert "paper claims: 0 of 1 hold, 1 fails; consistency checks: 1 of 1 pass" in text
+            "|  | small |") in text
+    assert "| K1 | Fig. 1 | a\\|b |  | x |" in text  # a consistency check has no paper value to be compared with
+    assert "paper claims: 0 of 1 hold, 1 fails; analogues: -; our findings: -; consistency checks: 1 of 1 pass" in text
     assert text.index("**Paper claims**") < text.index("**Consistency checks of this reproduction**")
     assert "(figures/_template/fig1_x.png)" in text
 
@@ -121,3 +134,20 @@ def test_a_listing_cell_receives_the_library_function_it_names_and_a_wrong_name_
     nb.cells[0].metadata["tags"] = ["listing:mlsysrepro.core.claims.no_such_function"]
     with pytest.raises(ValueError, match="no function 'mlsysrepro.core.claims.no_such_function'"):
         reproduction.notebook_with_generated_cells(nbformat.writes(nb), None)
+
+
+def test_a_claim_whose_verdict_changed_over_the_last_runs_is_marked_unstable():
+    runs = [{"claims": [claim("C1", v1), claim("C2", "fails")]}  # newest first
+            for v1 in (HOLDS, INCONCLUSIVE, HOLDS, HOLDS)]
+    assert reproduction.unstable_claims(runs) == {"C1": [HOLDS, INCONCLUSIVE, HOLDS]}
+    assert reproduction.unstable_claims(runs[2:]) == {}
+    assert reproduction.unstable_claims([]) == {}
+    results = {"title": "T", "scale": "default", "seed": 0, "figures": [], "claims": [claim("C1", HOLDS)]}
+    rows = reproduction._claim_rows(results["claims"], {"C1": [INCONCLUSIVE, HOLDS]})
+    assert "holds (unstable: inconclusive → holds over the last 5 runs)" in rows[-1]
+
+
+def test_committed_runs_read_the_history_of_a_papers_results():
+    runs = reproduction.committed_runs(catalog.by_name("llcg"))
+    assert 1 <= len(runs) <= reproduction.STABILITY_RUNS and runs[0]["paper"] == "llcg"
+    assert len({json.dumps(r, sort_keys=True) for r in runs}) == len(runs)  # one per distinct content

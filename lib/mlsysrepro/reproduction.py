@@ -15,6 +15,7 @@ import argparse
 import importlib
 import inspect
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -23,13 +24,16 @@ import nbformat
 
 from .catalog import PAPERS, TEMPLATE, Paper
 from .core import paths
-from .core.claims import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTABLE, VERDICTS
+from .core.claims import (ANALOGUE, CONSISTENCY, FAILS, FINDING, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PAPER_CLAIM,
+                          VERDICTS)
 
 FINDING_TAG = "finding:"
 LISTING_TAG = "listing:"
 README = paths.REPO_ROOT / "README.md"
 REPRODUCTION = paths.REPO_ROOT / "REPRODUCTION.md"
 TABLE_START, TABLE_END = "<!-- papers:start -->", "<!-- papers:end -->"
+#: How many committed runs of a paper the stability mark reads (the current results.json among them).
+STABILITY_RUNS = 5
 
 
 def _results(paper: Paper) -> dict | None:
@@ -53,8 +57,8 @@ def _fmt(value) -> str:
     return "" if value is None else str(value).replace("|", "\\|")
 
 
-def tally(results: dict, kind: str = "paper claim") -> dict[str, int]:
-    """How many claims of ``kind`` ("paper claim" or "consistency check") got each verdict."""
+def tally(results: dict, kind: str = PAPER_CLAIM) -> dict[str, int]:
+    """How many claims of ``kind`` (one of :data:`mlsysrepro.core.claims.KINDS`) got each verdict."""
     counts = dict.fromkeys(VERDICTS, 0)
     for claim in results["claims"]:
         if claim["kind"] == kind:
@@ -63,9 +67,12 @@ def tally(results: dict, kind: str = "paper claim") -> dict[str, int]:
 
 
 def status(paper: Paper, results: dict | None) -> str:
-    """Where a paper stands, from its verdicts: ``planned`` (no notebook), ``not run`` (no committed
-    results), ``reproduced`` (every testable paper claim holds), ``partly reproduced`` (some hold),
-    ``not reproduced at this scale`` (none holds)."""
+    """Where a paper stands, from its paper claims' verdicts alone (analogues, our findings and consistency checks
+    never count): ``planned`` (no notebook), ``not run`` (no committed results), then, over the n paper claims,
+    ``partly tested`` where most of them are not testable here, ``reproduced`` where at least two thirds were
+    testable and every testable one holds, ``inconclusive`` where none fails and none holds, ``not reproduced at this
+    scale`` where at least one fails and none holds, and ``partly reproduced`` otherwise (some hold, and some fail,
+    are inconclusive or were not testable)."""
     if not paper.notebook.exists():
         return "planned"
     if last_run_failed(paper):
@@ -73,18 +80,25 @@ def status(paper: Paper, results: dict | None) -> str:
     if results is None:
         return "not run"
     counts = tally(results)
+    total = sum(counts.values())
     testable = counts[HOLDS] + counts[FAILS] + counts[INCONCLUSIVE]
-    if testable and counts[HOLDS] == testable:
+    if 2 * testable < total:
+        return "partly tested"
+    if counts[HOLDS] == testable and 3 * testable >= 2 * total:
         return "reproduced"
-    return "partly reproduced" if counts[HOLDS] else "not reproduced at this scale"
+    if counts[HOLDS] == 0:
+        return "inconclusive" if counts[FAILS] == 0 else "not reproduced at this scale"
+    return "partly reproduced"
 
 
-def verdict_summary(results: dict | None) -> str:
-    """``k of n hold, m inconclusive, t not testable`` for the paper claims; ``-`` without results."""
+def verdict_summary(results: dict | None, kind: str = PAPER_CLAIM) -> str:
+    """``k of n hold, m inconclusive, t not testable`` for the claims of ``kind``; ``-`` without any."""
     if not results:
         return "-"
-    counts = tally(results)
+    counts = tally(results, kind)
     total = sum(counts.values())
+    if not total:
+        return "-"
     text = f"{counts[HOLDS]} of {total} hold"
     text += "".join(f", {counts[v]} {v.replace(' here', '')}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE) if counts[v])
     return text
@@ -92,35 +106,82 @@ def verdict_summary(results: dict | None) -> str:
 
 def checks_summary(results: dict | None) -> str:
     """``k of n pass`` for the consistency checks; ``-`` without any."""
-    counts = tally(results, "consistency check") if results else {}
+    counts = tally(results, CONSISTENCY) if results else {}
     total = sum(counts.values())
     return f"{counts[HOLDS]} of {total} pass" if total else "-"
 
 
+def committed_runs(paper: Paper, runs: int = STABILITY_RUNS) -> list[dict]:
+    """The paper's last ``runs`` results: the current results.json, then the committed versions before it (newest
+    first, one per distinct content, so committing the current one changes nothing), from git's history; only the
+    current one where git has no history of it (a shallow clone, no git)."""
+    path = paper.results_path()
+    current = path.read_text() if path.exists() else None
+    texts = [] if current is None else [current]
+    relative = path.relative_to(paths.REPO_ROOT).as_posix()
+    try:
+        commits = subprocess.run(["git", "log", "--format=%H", "-n", str(3 * runs), "--", relative],
+                                 cwd=paths.REPO_ROOT, capture_output=True, text=True, check=True).stdout.split()
+        for commit in commits:
+            if len(texts) >= runs:
+                break
+            text = subprocess.run(["git", "show", f"{commit}:{relative}"], cwd=paths.REPO_ROOT,
+                                  capture_output=True, text=True, check=True).stdout
+            if text not in texts:
+                texts.append(text)
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    return [json.loads(text) for text in texts[:runs]]
+
+
+def unstable_claims(runs: list[dict]) -> dict[str, list[str]]:
+    """Claims whose verdict changed over ``runs`` (newest first): id -> the verdicts seen, oldest first."""
+    seen: dict[str, list[str]] = {}
+    for results in reversed(runs):
+        for claim in results.get("claims", []):
+            if "verdict" not in claim:  # an early results.json format
+                continue
+            verdicts = seen.setdefault(claim["id"], [])
+            if not verdicts or verdicts[-1] != claim["verdict"]:
+                verdicts.append(claim["verdict"])
+    current = {claim["id"] for claim in runs[0]["claims"]} if runs else set()
+    return {k: v for k, v in seen.items() if k in current and len(v) > 1}
+
+
+KIND_COLUMNS = ((PAPER_CLAIM, "paper claims"), (ANALOGUE, "analogues"), (FINDING, "our findings"))
+
+
 def paper_table() -> str:
-    """The README's table: every paper, its notebook and status, and its verdicts."""
-    rows = ["| paper | venue | theme | notebook | status | paper claims | consistency checks |",
-            "|---|---|---|---|---|---|---|"]
+    """The README's table: every paper, its notebook and status (from its paper claims), the paper claims' verdicts,
+    then its analogues, our findings and consistency checks apart."""
+    rows = ["| paper | venue | theme | notebook | status | paper claims | analogues | our findings | consistency "
+            "checks |", "|---|---|---|---|---|---|---|---|---|"]
     for p in PAPERS:
         notebook = f"[`{p.name}.ipynb`](notebooks/{p.name}.ipynb)" if p.notebook.exists() else f"`{p.name}.ipynb`"
         title = f"[{p.title}]({p.link})" if p.link else p.title
         results = _results(p)
         rows.append(f"| {title} | {p.venue} | {p.theme} | {notebook} | {status(p, results)} | "
-                    f"{verdict_summary(results)} | {checks_summary(results)} |")
+                    + " | ".join(verdict_summary(results, kind) for kind, _ in KIND_COLUMNS)
+                    + f" | {checks_summary(results)} |")
     return "\n".join(rows)
 
 
-def _claim_rows(claims: list[dict]) -> list[str]:
-    lines = ["| id | where | statement | paper | unit | ours | 95 % interval | settings | vs paper | rule | verdict | why | note |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+def _claim_rows(claims: list[dict], unstable: dict[str, list[str]]) -> list[str]:
+    """One row a claim; a consistency check shows no paper value (it has none to be compared with)."""
+    lines = ["| id | where | statement | paper | unit | ours | 95 % interval | settings | vs paper | rule | verdict | "
+             "why | robustness | note |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in claims:
         verdict = ("**" + c["verdict"] + "**" if c["verdict"] != HOLDS else c["verdict"]) + (
             " (timing)" if c["timing"] else "")
+        if c["id"] in unstable:
+            verdict += " (unstable: " + " → ".join(unstable[c["id"]]) + f" over the last {STABILITY_RUNS} runs)"
         interval = "" if c["interval"] is None else f"[{_fmt(c['interval'][0])}, {_fmt(c['interval'][1])}]"
+        paper_value = "" if c["kind"] == CONSISTENCY else _fmt(c["paper_value"])
+        robust = "; ".join(entry["text"] for entry in c.get("robustness", []))
         lines.append(
-            f"| {c['id']} | {c['where']} | {_fmt(c['statement'])} | {_fmt(c['paper_value'])} | {_fmt(c['unit'])} | "
+            f"| {c['id']} | {c['where']} | {_fmt(c['statement'])} | {paper_value} | {_fmt(c['unit'])} | "
             f"{_fmt(c['measured'])} | {interval} | {_fmt(c['settings_held'])} | {c['vs_paper']} | `{c['rule']}` | "
-            f"{verdict} | {_fmt(c['why'])} | {_fmt(c['note'])} |"
+            f"{verdict} | {_fmt(c['why'])} | {_fmt(robust)} | {_fmt(c['note'])} |"
         )
     return lines
 
@@ -131,11 +192,16 @@ def _paper_section(paper: Paper, results: dict) -> list[str]:
         notebook = f"notebooks/{paper.name}.ipynb"
         lines += [f"{paper.venue}, {paper.link}. Notebook: [`{notebook}`]({notebook}).", ""]
     lines += [f"Scale `{results['scale']}`, seed {results['seed']}. Status: **{status(paper, results)}**; "
-              f"paper claims: {verdict_summary(results)}; consistency checks: {checks_summary(results)}.", ""]
-    for kind, heading in (("paper claim", "Paper claims"), ("consistency check", "Consistency checks of this reproduction")):
+              + "; ".join(f"{label}: {verdict_summary(results, kind)}" for kind, label in KIND_COLUMNS)
+              + f"; consistency checks: {checks_summary(results)}.", ""]
+    unstable = unstable_claims(committed_runs(paper))
+    for kind, heading in ((PAPER_CLAIM, "Paper claims"),
+                          (ANALOGUE, "Analogues (a paper claim measured on another platform or quantity)"),
+                          (FINDING, "Findings of this reproduction (not the paper's)"),
+                          (CONSISTENCY, "Consistency checks of this reproduction")):
         claims = [c for c in results["claims"] if c["kind"] == kind]
         if claims:
-            lines += [f"**{heading}**", "", *_claim_rows(claims), ""]
+            lines += [f"**{heading}**", "", *_claim_rows(claims, unstable), ""]
     findings = all_findings(results)
     if findings:
         lines += ["**What the run found**", ""] + [f"- {text}" for text in findings.values()] + [""]
@@ -230,10 +296,16 @@ def reproduction_markdown() -> str:
         "Every claim was declared in its paper module before the run (`mlsysrepro.papers.<name>.CLAIMS`) and is",
         "judged by the rule shown on the value the notebook measured: **holds**, **fails**, **inconclusive** (the 95 %",
         "interval from seeds, timing repeats or a bootstrap over settings straddles the threshold) or **not testable",
-        "here** (with the reason). A claim over several settings must pass on the stated share of them and for the",
-        "median; a claim that a method beats a baseline must fail for the baseline. Consistency checks (quantities",
-        "fixed by how this reproduction is built) are counted apart. A verdict marked (timing) rests on wall-clock",
-        "time and may change from run to run.",
+        "here** (with the reason). A claim whose experiment could not show the effect (its power precondition, a",
+        "positive control, was not met) is not testable at this scale, never \"fails\". A claim over several settings",
+        "must pass on the stated share of them and for the median (over fewer than 6 settings each setting's own",
+        "interval and k of n decide); a claim that a method beats a baseline must fail for the baseline. Only the",
+        "paper's own claims make its status: *reproduced* (at least two thirds testable, every testable one holds),",
+        "*partly reproduced*, *inconclusive* (none holds, none fails), *not reproduced at this scale* (at least one",
+        "fails, none holds) or *partly tested* (most not testable here). Analogues (a paper claim measured on another",
+        "platform or quantity), findings of this reproduction and consistency checks are shown apart. *Robustness*",
+        "re-judges a claim over each modelling choice of ours it rests on. A verdict marked (timing) rests on",
+        f"wall-clock time; one marked unstable changed over the last {STABILITY_RUNS} committed runs.",
         "",
         paper_table(),
         "",

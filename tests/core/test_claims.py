@@ -7,7 +7,8 @@ import torch
 
 from mlsysrepro.core import (Claim, Measurement, Report, above, across, across_seeds, at_least, at_most, below,
                              from_samples, is_true, not_testable, resolve, within)
-from mlsysrepro.core.claims import position, round_floats, settings_held, settings_text, verdict
+from mlsysrepro.core.claims import (CONSISTENCY, Assumption, Precondition, position, robustness, round_floats,
+                                     settings_held, settings_text, verdict)
 
 PRESETS = {"smoke": dict(n=1), "default": dict(n=2), "paper": dict(n=3)}
 
@@ -72,10 +73,13 @@ def test_a_claim_over_settings_needs_the_share_and_the_median():
     over = claim(min_share=2 / 3)
     mostly = {f"s{i}": 0.1 + 0.01 * i for i in range(9)} | {"worst": -0.5}
     assert verdict(over, across(mostly))[0] == "holds"  # 9 of 10, the median's interval above 0
-    assert verdict(over, across({"a": 0.2, "b": 0.3, "c": -0.1}))[0] == "inconclusive"  # 2 of 3: too few to tell
+    few = across({"a": 0.2, "b": 0.3, "c": -0.1})  # fewer than 6 settings: k of n decides, no bootstrap
+    assert few.interval is None and verdict(over, few)[0] == "holds"
     result, why = verdict(over, across({"a": 0.2, "b": -0.3, "c": -0.1, "d": 5.0}))  # 2 of 4 passes
     assert result == "fails" and "passes on 2 of 4 settings (needs 3)" in why
-    assert verdict(over, across({"a": 0.01, "b": 0.02, "c": 0.03, "d": -4.0}))[0] == "inconclusive"
+    assert verdict(over, across({"a": 0.01, "b": 0.02, "c": 0.03, "d": -4.0}))[0] == "holds"  # 3 of 4
+    noisy = across({"a": 0.2, "b": 0.3, "c": -0.1}, intervals={"a": (-0.1, 0.5), "b": (0.1, 0.5), "c": (-0.2, 0)})
+    assert noisy.per_setting_interval["a"] == (-0.1, 0.5) and verdict(over, noisy)[0] == "inconclusive"
     with pytest.raises(ValueError, match="measure it with across"):
         verdict(over, Measurement(0.5))
 
@@ -91,9 +95,12 @@ def test_a_setting_whose_seed_interval_straddles_the_threshold_is_undecided():
     assert result == "inconclusive" and "6 undecided" in why
     assert settings_text(measured).startswith("s0 +0.117 [-0.354, +0.587]; s1 +0.117")
     consistent = {f"s{i}": [-0.004 + 0.02 * (j - 2) for j in range(5)] for i in range(4)}  # each mean -0.004
-    assert across({k: -0.004 for k in consistent}).interval == pytest.approx((-0.004, -0.004))
-    low, high = across_seeds(consistent).interval  # the seeds' noise widens what the settings alone would give
-    assert low < -0.004 < high and high > 0 and verdict(over, across_seeds(consistent))[0] == "inconclusive"
+    assert across({k: -0.004 for k in consistent}).interval is None  # four settings: no bootstrap of the median
+    assert across_seeds(consistent).interval is None and verdict(over, across_seeds(consistent))[0] == "inconclusive"
+    six = {f"s{i}": [-0.004 + 0.02 * (j - 2) for j in range(5)] for i in range(6)}
+    assert across({k: -0.004 for k in six}).interval == pytest.approx((-0.004, -0.004))
+    low, high = across_seeds(six).interval  # the seeds' noise widens what the settings alone would give
+    assert low < -0.004 < high and high > 0 and verdict(over, across_seeds(six))[0] == "inconclusive"
     one = across_seeds({"s0": [0.2, -0.1, 0.25]})
     assert one.interval == from_samples([0.2, -0.1, 0.25]).interval and verdict(over, one)[0] == "inconclusive"
     beaten = {f"s{i}": [-0.2, -0.21, -0.22] for i in range(4)} | {"n1": [0.2, -0.1, 0.25], "n2": [0.2, -0.1, 0.25]}
@@ -106,10 +113,11 @@ def test_the_best_setting_alone_never_carries_a_claim():
 
 
 def test_across_is_deterministic_and_brackets_the_median():
-    effects = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 10.0}
+    effects = {"a": 1.0, "b": 2.0, "c": 3.0, "d": 10.0, "e": 2.0, "f": 3.0}
     first, second = across(effects), across(effects)
     assert first == second and first.value == 2.5
     assert first.interval[0] <= 2.5 <= first.interval[1]
+    assert across(dict(list(effects.items())[:5])).interval is None
     with pytest.raises(ValueError, match="effects is empty"):
         across({})
 
@@ -154,7 +162,14 @@ def test_position_against_the_paper_number():
     assert [position(near, Measurement(v)) for v in (3.0, 4.0, 6.2, 8.0)] == ["below", "near", "near", "beyond"]
     assert position(claim(), Measurement(3.0)) == ""
     up_to = claim(paper_value=5.0, near=0.25, up_to=True)
-    assert position(up_to, across({"a": 1.0, "b": 2.0, "c": 5.5})) == "near"  # the best setting, not the median
+    assert position(up_to, across({"a": 1.0, "b": 2.0, "c": 5.5})) == "best 5.5: near"  # not the median
+    lower = claim(below(1.0), paper_value=0.69, near=0.25, up_to=True)  # a cost ratio: lower is better
+    assert lower.rule.better == "lower"
+    assert position(lower, across({"a": 0.7, "b": 2.3, "c": 3.7})) == "best 0.7: near"  # not the worst, 3.7
+    band = claim(within(1.69, 5.43), paper_value=5.43, near=0.3, up_to=True)
+    assert position(band, across({"a": 2.4, "b": 1.2, "c": 3.0, "d": 6.0})) == "2 of 4 inside 1.69–5.43, 1 below, 1 above"
+    assert position(band, Measurement(2.4)) == "inside 1.69–5.43"
+    assert position(claim(at_most(0.0), kind=CONSISTENCY, paper_value=0.0, near=0.1), Measurement(0.0)) == ""
     with pytest.raises(ValueError, match="near= needs a numeric paper_value"):
         claim(paper_value="up to", near=0.1)
 
@@ -166,7 +181,7 @@ def make_report(tmp_path, monkeypatch, claims, scale="smoke"):
 
 TOY_CLAIMS = (claim(at_most(0.1), id="C1", paper_value=0.1),
               claim(at_least(10), id="C2", paper_value=10),
-              claim(above(0), id="K1", paper_value=0, consistency=True))
+              claim(above(0), id="K1", paper_value=0, kind=CONSISTENCY))
 
 
 def test_verdict_is_computed_and_saved(tmp_path, monkeypatch):
@@ -294,7 +309,8 @@ def test_claims_markdown_lists_every_claim_with_its_verdict_and_the_papers_value
     lines = report.claims_markdown().splitlines()
     assert lines[0] == "## Which parts of the paper hold at this scale"
     assert lines[2].startswith("- **C1** (holds): ") and lines[2].endswith("measured 0.05 against the paper's 0.1.")
-    assert lines[3].startswith("- **C2** (inconclusive, 2 of 3 settings): ")
+    assert lines[3].startswith("- **C2** (holds, 2 of 3 settings): ")
+    assert lines[4].startswith("- **K1** (consistency check, holds): ") and "paper's" not in lines[4]
     assert len(lines) == 5
 
 
@@ -323,3 +339,63 @@ def test_a_figure_that_breaks_the_checklist_is_saved_with_a_warning_and_the_run_
     ax.set_ylim(0, 70)
     report.savefig(fig, "table1_models")  # fixed and saved again: the run may now be saved
     assert report.save().exists()
+
+
+def powered(rule=above(0.0), **kwargs):
+    """A claim whose experiment must first show that compression costs quality (>= 10 %)."""
+    return claim(rule, preconditions=(Precondition("costs", "compression costs quality", at_least(0.1)),), **kwargs)
+
+
+def test_an_unmet_power_precondition_turns_fails_into_not_testable():
+    assert verdict(powered(), Measurement(-0.3).given(costs=0.5))[0] == "fails"  # powered: a real fail
+    result, why = verdict(powered(), Measurement(-0.3).given(costs=0.067))
+    assert result == "not testable here" and why.startswith("not testable at this scale")
+    assert "compression costs quality: measured 0.067, fails `measured >= 0.1`" in why
+    assert "rule alone would say fails" in why  # the numbers a reader needs, never the word "fails" as the verdict
+    straddling = Measurement(0.3).given(costs=Measurement(0.12, (0.05, 0.2)))
+    assert verdict(powered(), straddling)[0] == "not testable here" and "straddles" in verdict(powered(), straddling)[1]
+    with pytest.raises(ValueError, match=r"power preconditions \['costs'\] are declared but not measured"):
+        verdict(powered(), Measurement(0.3))
+    # a baseline carries no preconditions of its own: it is judged by the rule alone
+    assert verdict(powered(), Measurement(0.3, baseline=Measurement(-1.0)).given(costs=0.5))[0] == "holds"
+
+
+def test_claim_kinds_and_reruns_are_checked():
+    with pytest.raises(ValueError, match="kind must be one of"):
+        claim(kind="finding of ours")
+    with pytest.raises(ValueError, match="reruns"):
+        claim(reruns=3)  # a rerun count is for timing claims
+    assert claim(reruns=3, timing=True).reruns == 3
+
+
+BUFFER = Assumption("buffer_mib", 4, (1, 4, 64), source="our choice; the paper's switch has 4-64 MiB", unit="MiB")
+
+
+def test_an_assumption_grid_says_robust_or_what_the_verdict_depends_on():
+    modelled = claim(min_share=2 / 3, assumptions=(BUFFER,))
+    central = across({"a": -0.1, "b": -0.2, "c": 0.3})  # fails at 4 MiB
+    grid = {1: across({"a": -0.3, "b": -0.2, "c": -0.1}), 4: central, 64: across({"a": 0.5, "b": 0.2, "c": 0.3})}
+    (entry,) = robustness(modelled, central.over("buffer_mib", grid))
+    assert entry["verdicts"] == {"1": "fails", "4": "fails", "64": "holds"}
+    assert entry["text"] == "depends on buffer_mib: holds for 64 MiB; fails for 1, 4 MiB"
+    flat = {k: across({"a": 0.5, "b": 0.2, "c": 0.3}) for k in (1, 4, 64)}
+    assert robustness(modelled, flat[4].over("buffer_mib", flat))[0]["text"] == "robust over buffer_mib 1–64 MiB"
+    with pytest.raises(ValueError, match="not re-measured"):
+        robustness(modelled, central)
+    with pytest.raises(ValueError, match="measured at"):
+        robustness(modelled, central.over("buffer_mib", {1: central, 4: central}))
+    with pytest.raises(ValueError, match="central value"):
+        Assumption("x", 2, (1, 3), source="s")
+
+
+def test_results_record_kind_direction_preconditions_and_robustness(tmp_path, monkeypatch):
+    claims = (powered(id="C1"), claim(below(1.0), id="C2", assumptions=(BUFFER,)))
+    report = make_report(tmp_path, monkeypatch, claims)
+    report.judge("C1", Measurement(-0.3).given(costs=0.067))
+    grid = {v: Measurement(0.5 if v < 64 else 1.5) for v in (1, 4, 64)}
+    report.judge("C2", grid[4].over("buffer_mib", grid))
+    saved = json.loads(report.save().read_text())["claims"]
+    assert saved[0]["kind"] == "paper claim" and saved[0]["better"] == "higher"
+    assert saved[0]["verdict"] == "not testable here" and saved[0]["preconditions"]["costs"]["measured"] == 0.067
+    assert saved[1]["better"] == "lower" and saved[1]["robustness"][0]["verdicts"]["64"] == "fails"
+    assert "depends on buffer_mib" in report.claims_markdown().splitlines()[3]

@@ -16,8 +16,8 @@ Public entry points:
 """
 
 from .cache import cached
-from .claims import (Claim, Measurement, Report, above, across, across_seeds, at_least, at_most, below, from_samples,
-                     is_true, not_testable, within)
+from .claims import (ANALOGUE, CONSISTENCY, FINDING, Assumption, Claim, Measurement, Precondition, Report, above,
+                     across, across_seeds, at_least, at_most, below, from_samples, is_true, not_testable, within)
 from .data import ChecksumError, DatasetError, fetch
 from .plots import savefig, style
 from .progress import progress
@@ -27,8 +27,13 @@ from .tasks import TaskRunner
 from .timing import interleaved, ratios
 
 __all__ = [
+    "ANALOGUE",
+    "Assumption",
+    "CONSISTENCY",
     "ChecksumError",
     "Claim",
+    "FINDING",
+    "Precondition",
     "DatasetError",
     "Measurement",
     "Report",

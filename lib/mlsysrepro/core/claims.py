@@ -4,7 +4,7 @@ A paper module declares its claims next to its presets, before anything runs (:c
 the statement, where the paper makes it, the paper's value *in the unit we measure*, the
 :class:`Rule` written from the paper, and the settings the rule runs over. A quantity that is
 fixed by how this reproduction is built is declared as a consistency check
-(``consistency=True``) and counted apart from the paper's claims::
+(``kind=CONSISTENCY``) and counted apart from the paper's claims::
 
     CLAIMS = (
         Claim("C1", "Dally improves makespan over Tiresias on the traces", where="Abstract, Sec. 6",
@@ -23,7 +23,16 @@ measurement's interval, from seeds, timing repeats or a bootstrap over settings,
 rule's threshold) and ``not testable here`` (with the reason). A claim over several settings
 (``min_share``) holds only where the rule passes on at least that share of them *and* for the
 median effect; a claim that a method beats a baseline holds only if the same rule fails for the
-baseline. Verdicts are computed, never typed in. :meth:`Report.save` writes
+baseline. Verdicts are computed, never typed in.
+
+A verdict must be evidence about the paper, not about a weak experiment of ours. So a claim declares its *power
+preconditions* (:class:`Precondition`: a positive control showing the effect is detectable at this scale, e.g.
+compression must cost measurable quality); where one is not met the claim is *not testable at this scale*, with the
+precondition's numbers, never "fails". A claim resting on a modelling choice of ours declares it (:class:`Assumption`,
+a central value, a range and its source); the claim is judged at the central value and re-judged over the range
+(:func:`robustness`). Each claim has a *kind* (:data:`KINDS`): the paper's own claims make a paper's status;
+analogues (a paper claim measured on another platform or quantity), our findings and consistency checks are shown
+apart. :meth:`Report.save` writes
 ``<out_dir>/results.json`` with sorted keys and rounded floats, so a rerun with one seed gives the
 same bytes; it refuses to write while a declared claim is unjudged.
 """
@@ -37,7 +46,7 @@ import os
 import shutil
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -53,13 +62,24 @@ HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE = "holds", "fails", "inconclusive", "no
 #: The four verdicts, in the order REPRODUCTION.md counts them.
 VERDICTS = (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTABLE)
 
+PAPER_CLAIM, ANALOGUE, FINDING, CONSISTENCY = "paper claim", "analogue", "our finding", "consistency check"
+#: What a claim is: the paper's own claim; an analogue of one (measured on another platform or quantity, or a
+#: model's prediction of it); a finding of this reproduction (a hypothesis or result of ours); a consistency check (a
+#: quantity fixed by how the reproduction is built). Only paper claims make a paper's status.
+KINDS = (PAPER_CLAIM, ANALOGUE, FINDING, CONSISTENCY)
+#: Below this many settings a claim shows each setting's own interval and k of n, not a bootstrap of the median.
+MIN_BOOTSTRAP_SETTINGS = 6
+
 
 @dataclass(frozen=True)
 class Rule:
-    """A test of a measured value: ``check(measured) -> bool`` and its text (``measured <= 0.01``)."""
+    """A test of a measured value: ``check(measured) -> bool``, its text (``measured <= 0.01``) and which way is
+    better (``better``: "higher", "lower", "range" for a band, "" for a yes/no); ``bounds`` are a band's ends."""
 
     text: str
     check: Callable[[Any], bool]
+    better: str = ""
+    bounds: tuple[float, float] | None = None
 
     def __call__(self, measured: Any) -> bool:
         if measured is None or (isinstance(measured, float) and math.isnan(measured)):
@@ -68,7 +88,7 @@ class Rule:
 
 
 def _compare(symbol: str, op: Callable[[Any, Any], bool], bound: float) -> Rule:
-    return Rule(f"measured {symbol} {bound:g}", lambda m: op(m, bound))
+    return Rule(f"measured {symbol} {bound:g}", lambda m: op(m, bound), "higher" if ">" in symbol else "lower")
 
 
 def at_most(bound: float) -> Rule:
@@ -93,12 +113,41 @@ def above(bound: float) -> Rule:
 
 def within(low: float, high: float) -> Rule:
     """Holds when ``low <= measured <= high``."""
-    return Rule(f"{low:g} <= measured <= {high:g}", lambda m: low <= m <= high)
+    return Rule(f"{low:g} <= measured <= {high:g}", lambda m: low <= m <= high, "range", (low, high))
 
 
 def is_true() -> Rule:
     """Holds when the measured value is ``True`` (for claims that are a yes/no computed by code)."""
     return Rule("measured is True", lambda m: m is True)
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """A power check a claim's experiment must pass before its verdict means anything: a positive control showing
+    the effect is detectable at this scale (``text``, from the claim: "compression costs measurable quality"), judged
+    by ``rule`` on a measurement the paper module's tested function makes. Not met (or inconclusive): the claim is
+    not testable at this scale."""
+
+    id: str
+    text: str
+    rule: Rule
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A modelling choice of ours that could decide a claim: its ``central`` value (the one the claim is judged
+    at), the ``values`` it is re-judged over (the range, the central one included), the ``unit`` and the ``source``
+    of the range."""
+
+    name: str
+    central: Any
+    values: tuple
+    source: str
+    unit: str = ""
+
+    def __post_init__(self):
+        if self.central not in self.values:
+            raise ValueError(f"assumption {self.name}: the central value {self.central!r} must be one of {self.values}")
 
 
 @dataclass(frozen=True)
@@ -110,7 +159,11 @@ class Claim:
     settings the rule runs over; ``min_share`` (for a claim about several settings) is the share of
     them the rule must pass on. ``near``: the relative band within which the measured value counts
     as near the paper's number (below it: "below", above it: "beyond"); ``up_to``: the paper's number
-    is its best setting ("up to 69 %"), so our best setting is set beside it. ``parity``: a claim that two
+    is its best setting ("up to 69 %"), so our best setting in the rule's direction (``rule.better``) is set beside
+    it. ``kind``: one of :data:`KINDS`. ``preconditions``: the power checks the experiment must pass
+    (:class:`Precondition`); ``assumptions``: our modelling choices the claim is re-judged over (:class:`Assumption`);
+    ``reruns``: for a timing claim, how many times the notebook measures it where it sits near its threshold.
+    ``parity``: a claim that two
     things perform alike, whose ``baseline`` is a control showing that what is compared matters at all (dropout
     against none); where the control passes the rule too, parity says nothing and the claim is not testable,
     and where the control is inconclusive, so is the claim. ``timing``: measured in wall-clock time (its
@@ -129,9 +182,16 @@ class Claim:
     up_to: bool = False
     parity: bool = False
     timing: bool = False
-    consistency: bool = False
+    kind: str = PAPER_CLAIM
+    preconditions: tuple[Precondition, ...] = ()
+    assumptions: tuple[Assumption, ...] = ()
+    reruns: int = 1
 
     def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"claim {self.id}: kind must be one of {list(KINDS)}, got {self.kind!r}")
+        if self.reruns < 1 or (self.reruns > 1 and not self.timing):
+            raise ValueError(f"claim {self.id}: reruns must be >= 1, and > 1 only for a timing claim")
         if self.min_share is not None and not 0 < self.min_share <= 1:
             raise ValueError(f"min_share must be in (0, 1], got {self.min_share}")
         if self.near is not None and not isinstance(self.paper_value, (int, float)):
@@ -158,19 +218,41 @@ class Measurement:
     baseline: "Measurement | None" = None
     note: str = ""
     not_testable: str = ""
+    preconditions: Mapping[str, "Measurement"] = field(default_factory=dict)
+    grid: Mapping[str, Mapping[Any, "Measurement"]] = field(default_factory=dict)
+
+    def given(self, **checks: "Measurement | float | bool") -> "Measurement":
+        """This measurement with its power preconditions' measurements (by :class:`Precondition` id; a bare number
+        is a measurement without interval)."""
+        made = {k: v if isinstance(v, Measurement) else Measurement(v) for k, v in checks.items()}
+        return replace(self, preconditions={**self.preconditions, **made})
+
+    def over(self, assumption: str, measured: Mapping[Any, "Measurement"]) -> "Measurement":
+        """This measurement (made at the assumption's central value) with the same claim measured at each value of
+        the assumption's range, for :func:`robustness`."""
+        return replace(self, grid={**self.grid, assumption: dict(measured)})
 
 
-def across(effects: Mapping[str, float], note: str = "", resamples: int = 2000, seed: int = 0) -> Measurement:
+def across(effects: Mapping[str, float], note: str = "", resamples: int = 2000, seed: int = 0,
+           intervals: Mapping[str, tuple[float, float]] | None = None) -> Measurement:
     """A claim over several settings: the median effect, its 95 % bootstrap interval over the settings
-    (percentile, ``resamples`` draws with a fixed ``seed``) and every setting's effect."""
+    (percentile, ``resamples`` draws with a fixed ``seed``) and every setting's effect, with its own interval where
+    given (``intervals``, e.g. timing rounds). Over fewer than :data:`MIN_BOOTSTRAP_SETTINGS` settings a bootstrap of
+    the median decides nothing, so the median has no interval: the verdict rests on k of n and each setting's own
+    interval."""
     effects = {str(k): float(v) for k, v in dict(effects).items()}
     if not effects:
         raise ValueError("across: effects is empty; a claim over settings needs at least one setting")
+    own = {str(k): (float(a), float(b)) for k, (a, b) in dict(intervals or {}).items()}
     values = np.array(list(effects.values()))
+    if len(values) < MIN_BOOTSTRAP_SETTINGS:
+        return Measurement(float(np.median(values)), None, per_setting=effects, per_setting_interval=own or None,
+                           note=note)
     draws = np.random.default_rng(seed).choice(values, size=(resamples, len(values)), replace=True)
     medians = np.median(draws, axis=1)
     interval = (float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975)))
-    return Measurement(float(np.median(values)), interval, per_setting=effects, note=note)
+    return Measurement(float(np.median(values)), interval, per_setting=effects, per_setting_interval=own or None,
+                       note=note)
 
 
 def across_seeds(samples: Mapping[str, Sequence[float]], note: str = "", resamples: int = 2000,
@@ -178,8 +260,9 @@ def across_seeds(samples: Mapping[str, Sequence[float]], note: str = "", resampl
     """A claim over several settings, each measured over seeds: per setting the mean with its Student-t interval
     (:func:`from_samples`); the median of the settings' means with a two-level bootstrap interval (settings drawn
     with replacement, then each drawn setting's seeds), so the interval carries the seeds' noise as well as the
-    settings' spread (one setting: its own t-interval). A setting whose own interval straddles the rule's threshold
-    is undecided (:func:`verdict`)."""
+    settings' spread (one setting: its own t-interval; fewer than :data:`MIN_BOOTSTRAP_SETTINGS`: no interval for
+    the median, the settings' own intervals and k of n decide). A setting whose own interval straddles the rule's
+    threshold is undecided (:func:`verdict`)."""
     samples = {str(k): np.asarray(v, dtype=float) for k, v in dict(samples).items()}
     if not samples or any(v.size == 0 for v in samples.values()):
         raise ValueError("across_seeds: every setting needs at least one sample")
@@ -188,6 +271,10 @@ def across_seeds(samples: Mapping[str, Sequence[float]], note: str = "", resampl
     if len(per_setting) == 1:  # the median of one setting is its mean, and its interval the seeds' t-interval
         (name, only), = per_setting.items()
         return Measurement(only.value, only.interval, per_setting={name: only.value}, per_setting_interval=intervals,
+                           note=note)
+    if len(per_setting) < MIN_BOOTSTRAP_SETTINGS:
+        return Measurement(float(np.median([m.value for m in per_setting.values()])), None,
+                           per_setting={k: m.value for k, m in per_setting.items()}, per_setting_interval=intervals,
                            note=note)
     rng = np.random.default_rng(seed)
     groups = list(samples.values())
@@ -255,7 +342,7 @@ def _value_verdict(rule: Rule, measurement: Measurement) -> str:
     return INCONCLUSIVE
 
 
-def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
+def verdict(claim: Claim, measurement: Measurement, powered: bool = True) -> tuple[str, str]:
     """The verdict of ``claim`` on ``measurement`` and why, in words.
 
     1. ``not_testable`` set: not testable here.
@@ -265,9 +352,17 @@ def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
     4. With a baseline: a claim that holds for the baseline too does not single the method out: fails. For a
        ``parity`` claim the baseline is a control that must fail the rule (what is compared matters); where it
        passes, the claim is not testable here, and where it is inconclusive, so is the claim.
+    0. A power precondition of the claim not met (or inconclusive): not testable at this scale, with its numbers
+       and what the claim's own rule alone would have said. ``powered=False`` leaves the preconditions out (a
+       baseline's or an assumption grid's measurement, which carries none of its own).
     """
     if measurement.not_testable:
         return NOT_TESTABLE, measurement.not_testable
+    unmet = unmet_preconditions(claim, measurement) if powered else []
+    if unmet:
+        alone, why = verdict(claim, measurement, powered=False)
+        return NOT_TESTABLE, ("not testable at this scale: the experiment could not show the effect (" + "; ".join(unmet)
+                              + f"). Its rule alone would say {alone}: {why}")
     result = _value_verdict(claim.rule, measurement)
     why = [f"{_fmt_value(measurement)} {'passes' if claim.rule(measurement.value) else 'fails'} `{claim.rule.text}`"]
     if measurement.interval is not None and result == INCONCLUSIVE:
@@ -282,10 +377,10 @@ def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
                    + f" (needs {math.ceil(claim.min_share * total)})")
         if held + undecided < claim.min_share * total:
             result = FAILS
-        elif held < claim.min_share * total and result == HOLDS:
-            result = INCONCLUSIVE
+        elif held < claim.min_share * total and (result == HOLDS or measurement.interval is None):
+            result = INCONCLUSIVE  # it needs undecided settings (with few settings, they decide, not the median)
     if measurement.baseline is not None and result != FAILS:
-        base = verdict(claim, measurement.baseline)[0]
+        base = verdict(claim, measurement.baseline, powered=bool(measurement.baseline.preconditions))[0]
         why.append(f"{'control' if claim.parity else 'baseline'}: {_fmt_value(measurement.baseline)}, {base}")
         if claim.parity and base == HOLDS:
             return NOT_TESTABLE, "; ".join(why + ["the control passes the rule too, so what is compared does not "
@@ -298,6 +393,63 @@ def verdict(claim: Claim, measurement: Measurement) -> tuple[str, str]:
         elif base == INCONCLUSIVE:
             result = INCONCLUSIVE
     return result, "; ".join(why)
+
+
+def unmet_preconditions(claim: Claim, measurement: Measurement) -> list[str]:
+    """The claim's power preconditions that ``measurement`` does not meet, each in words with its numbers; a
+    declared precondition left unmeasured is an error (the notebook must measure it)."""
+    missing = [pre.id for pre in claim.preconditions if pre.id not in measurement.preconditions]
+    if missing:
+        raise ValueError(f"claim {claim.id}: power preconditions {missing} are declared but not measured; pass them "
+                         "with measurement.given(...)")
+    unmet = []
+    for pre in claim.preconditions:
+        checked = measurement.preconditions[pre.id]
+        outcome = NOT_TESTABLE if checked.not_testable else _value_verdict(pre.rule, checked)
+        if outcome != HOLDS:
+            unmet.append(f"power check {pre.id}, {pre.text}: measured {_fmt_value(checked)}, "
+                         + ("straddles" if outcome == INCONCLUSIVE else "fails") + f" `{pre.rule.text}`"
+                         + (f" ({checked.note})" if checked.note else ""))
+    return unmet
+
+
+def robustness(claim: Claim, measurement: Measurement) -> list[dict[str, Any]]:
+    """The claim re-judged over each declared :class:`Assumption`'s range: per assumption its central value, the
+    verdict at each value and a sentence, "robust" or "depends on <name>: holds for ..., fails for ...". Empty for a
+    claim without assumptions or one not testable here; an assumption left without measurements is an error."""
+    if not claim.assumptions or measurement.not_testable:
+        return []
+    missing = [a.name for a in claim.assumptions if a.name not in measurement.grid]
+    if missing:
+        raise ValueError(f"claim {claim.id}: assumptions {missing} are declared but the claim was not re-measured "
+                         "over their range; pass it with measurement.over(name, {value: measurement})")
+    found = []
+    for assumption in claim.assumptions:
+        measured = measurement.grid[assumption.name]
+        if set(measured) != set(assumption.values):
+            raise ValueError(f"claim {claim.id}: {assumption.name} measured at {sorted(measured)}, declared "
+                             f"{list(assumption.values)}")
+        verdicts = {value: (verdict(claim, measurement)[0] if value == assumption.central
+                            else verdict(claim, measured[value], powered=bool(measured[value].preconditions))[0])
+                    for value in assumption.values}
+        unit = f" {assumption.unit}" if assumption.unit else ""
+        if len(set(verdicts.values())) == 1:
+            text = (f"robust over {assumption.name} {_fmt_setting(min(assumption.values))}–"
+                    f"{_fmt_setting(max(assumption.values))}{unit}")
+        else:
+            by_verdict = {v: [k for k, w in verdicts.items() if w == v] for v in VERDICTS if v in verdicts.values()}
+            text = f"depends on {assumption.name}: " + "; ".join(
+                f"{v} for " + ", ".join(_fmt_setting(k) for k in values) + unit for v, values in by_verdict.items())
+        found.append({"assumption": assumption.name, "central": assumption.central, "source": assumption.source,
+                      "verdicts": {_fmt_setting(k): v for k, v in verdicts.items()},
+                      "measured": {_fmt_setting(k): (measurement if k == assumption.central else measured[k]).value
+                                   for k in assumption.values},
+                      "text": text})
+    return found
+
+
+def _fmt_setting(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _setting_outcomes(rule: Rule, measurement: Measurement) -> list[bool | None]:
@@ -336,17 +488,34 @@ def settings_undecided(rule: Rule, measurement: Measurement) -> int:
 
 
 def position(claim: Claim, measurement: Measurement) -> str:
-    """Where the measured value (the best setting's, for an ``up_to`` claim) stands against the paper's number:
-    below, near (within ``claim.near``) or beyond it; empty when the claim declares no band."""
-    value = measurement.value
+    """Where the measurement stands against the paper's number, in the same unit and direction: below, near (within
+    ``claim.near``) or beyond it; for an ``up_to`` claim our best setting in the rule's direction (the largest where
+    higher is better, the smallest where lower is) is the one set beside the paper's best, as "best 3.57: near"; for
+    a claim whose rule is a band (the paper's range), where each setting falls ("3 of 4 inside 1.69–5.43, 1 below").
+    Empty for a consistency check (it has no paper value) and where the claim declares no band."""
+    if claim.kind == CONSISTENCY or measurement.value is None:
+        return ""
+    rule = claim.rule
+    if rule.better == "range" and rule.bounds is not None:
+        low, high = rule.bounds
+        values = list((measurement.per_setting or {"": measurement.value}).values())
+        counts = {"inside": sum(low <= v <= high for v in values), "below": sum(v < low for v in values),
+                  "above": sum(v > high for v in values)}
+        if not measurement.per_setting:
+            return f"{next(where for where, n in counts.items() if n)} {low:g}–{high:g}"
+        return (f"{counts['inside']} of {len(values)} inside {low:g}–{high:g}"
+                + "".join(f", {counts[where]} {where}" for where in ("below", "above") if counts[where]))
+    value, prefix = measurement.value, ""
     if claim.up_to and measurement.per_setting:
-        value = max(measurement.per_setting.values())
+        pick = min if rule.better == "lower" else max
+        value = pick(measurement.per_setting.values())
+        prefix = f"best {value:.3g}: "
     if claim.near is None or not isinstance(value, (int, float)) or isinstance(value, bool):
         return ""
     reference = float(claim.paper_value)
     if abs(value - reference) <= claim.near * abs(reference):
-        return "near"
-    return "below" if value < reference else "beyond"
+        return prefix + "near"
+    return prefix + ("below" if value < reference else "beyond")
 
 
 def _fmt_value(measurement: Measurement) -> str:
@@ -447,9 +616,15 @@ class Report:
         for claim_id, claim in self.declared.items():
             result = judged[claim_id]
             held = f", {result['settings_held']} settings" if result["settings_held"] else ""
-            measured = (f"measured {fmt(result['measured'])} against the paper's {fmt(claim.paper_value)}"
-                        if result["measured"] is not None else result["why"])
-            lines.append(f"- **{claim_id}** ({result['verdict']}{held}): {claim.statement}; {measured}.")
+            kind = "" if claim.kind == PAPER_CLAIM else f"{claim.kind}, "
+            if result["measured"] is None or result["verdict"] == NOT_TESTABLE:
+                measured = result["why"]
+            elif claim.kind == CONSISTENCY:
+                measured = f"measured {fmt(result['measured'])}"
+            else:
+                measured = f"measured {fmt(result['measured'])} against the paper's {fmt(claim.paper_value)}"
+            grid = "".join(f"; {entry['text']}" for entry in result.get("robustness", []))
+            lines.append(f"- **{claim_id}** ({kind}{result['verdict']}{held}): {claim.statement}; {measured}{grid}.")
         return "\n".join(lines)
 
     def judge(self, id: str, measurement: Measurement) -> str:
@@ -462,9 +637,14 @@ class Report:
         result, why = verdict(claim, measurement)
         held = settings_held(claim.rule, measurement) if measurement.per_setting else None
         undecided = settings_undecided(claim.rule, measurement)
+        checks = {pre.id: {"text": pre.text, "rule": pre.rule.text,
+                           "measured": round_floats(measurement.preconditions[pre.id].value),
+                           "interval": round_floats(measurement.preconditions[pre.id].interval)}
+                  for pre in claim.preconditions if pre.id in measurement.preconditions}
         self.judged.append({
             "id": id,
-            "kind": "consistency check" if claim.consistency else "paper claim",
+            "kind": claim.kind,
+            "better": claim.rule.better,
             "statement": claim.statement,
             "where": claim.where,
             "paper_value": round_floats(claim.paper_value),
@@ -485,6 +665,11 @@ class Report:
             "scale": self.settings.scale,
             "timing": claim.timing,
         })
+        if checks:
+            self.judged[-1]["preconditions"] = checks
+        grid = robustness(claim, measurement)
+        if grid:
+            self.judged[-1]["robustness"] = round_floats(grid)
         if measurement.per_setting_interval:
             self.judged[-1]["per_setting_interval"] = round_floats(measurement.per_setting_interval)
         return result
@@ -566,7 +751,8 @@ def load_results(path: Path) -> dict[str, Any]:
 
 #: What a timing claim keeps when two runs are compared: what its declaration fixes. Everything else it records
 #: (the measurement, its intervals, per-setting values, verdict and reason) depends on wall-clock time.
-DECLARED_FIELDS = ("id", "kind", "statement", "where", "paper_value", "unit", "rule", "over", "scale", "timing")
+DECLARED_FIELDS = ("id", "kind", "better", "statement", "where", "paper_value", "unit", "rule", "over", "scale",
+                   "timing")
 
 
 def without_timings(results: dict[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ import pandas as pd
 import torch
 
 from ..core.cache import cached
-from ..core.claims import Claim, Measurement, at_least, at_most, is_true
+from ..core.claims import CONSISTENCY, Claim, Measurement, at_least, at_most, is_true
 from ..core.timing import interleaved, ratios
 from ..kvcache import schedules
 from ..kvcache.cache import BudgetedCache, FullCache
@@ -104,14 +104,14 @@ CLAIMS = (
           "StreamingLLM must fail the same rule", min_share=2 / 3),
     Claim("K1", "Every answer is correct by construction", where="this reproduction (the data)", paper_value=True,
           unit="every test answer equals the one an independent decoder reads from the pixels",
-          rule=is_true(), over="every test batch", consistency=True),
+          rule=is_true(), over="every test batch", kind=CONSISTENCY),
     Claim("K2", "Every pruner runs at the FLOPs saving it is matched to", where="this reproduction (matched "
           "FLOPs)", paper_value=0.0, unit="largest |mean saving - target| over methods and targets",
-          rule=at_most(0.03), over="every method and target of `savings`, the test items", consistency=True),
+          rule=at_most(0.03), over="every method and target of `savings`, the test items", kind=CONSISTENCY),
     Claim("K3", "Fewer tokens make the prefill faster on this CPU", where="this reproduction (latency beside "
           "FLOPs, as VisionZip's maintainers ask)", paper_value=1.0, unit="AsymVLM's prefill speed-up over the "
           "unpruned model at `operating_point` (95 % interval of the per-round ratios)", rule=at_least(1.0),
-          over="`speed_batch` cell questions", consistency=True, timing=True),
+          over="`speed_batch` cell questions", kind=CONSISTENCY, timing=True),
 )
 
 

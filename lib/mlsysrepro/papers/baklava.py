@@ -27,7 +27,7 @@ import torch
 from scipy.stats import spearmanr
 
 from ..core.cache import cached
-from ..core.claims import Claim, Measurement, across, at_least, at_most, proportion_gap, proportion_ratio
+from ..core.claims import CONSISTENCY, Claim, Measurement, across, at_least, at_most, proportion_gap, proportion_ratio
 from ..core.tasks import TaskRunner
 from ..kvcache import allocators
 from ..kvcache.cache import FullCache
@@ -110,7 +110,7 @@ CLAIMS = (
     Claim("K1", "Decoding with the compressed cache is no slower than with the full cache", where="this "
           "reproduction (the paper's custom KV-cache object)", paper_value=1.0, unit="decode speed-up over the full "
           "cache, the slowest BaKlaVa budget (95 % interval of the per-round ratios)", rule=at_least(1.0),
-          over="BaKlaVa budgets at `speed_context` tokens", consistency=True, timing=True),
+          over="BaKlaVa budgets at `speed_context` tokens", kind=CONSISTENCY, timing=True),
 )
 
 #: The knobs an evaluation's result depends on: every knob but the decode-speed measurement's and the worker count.

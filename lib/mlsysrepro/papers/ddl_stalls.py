@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.cache import cached
-from ..core.claims import Claim, Measurement, across, at_least, not_testable, within
+from ..core.claims import CONSISTENCY, Claim, Measurement, across, at_least, not_testable, within
 from ..core.progress import progress
 from ..ddl import models
 from ..ddl.emulation import EmulatedCluster
@@ -100,10 +100,10 @@ CLAIMS = (
     Claim("K1", "The most expensive configuration is never the cheapest per epoch, by construction: the prices grow "
           "linearly with the GPUs, so it could be cheapest only if communication took negative time",
           where="this reproduction", paper_value=1.0, unit="share of models whose priciest configuration is not "
-          "the cheapest per epoch", rule=at_least(1.0), over="every model of `models`", consistency=True, timing=True),
+          "the cheapest per epoch", rule=at_least(1.0), over="every model of `models`", kind=CONSISTENCY, timing=True),
     Claim("K2", "The emulated communication stall follows the gradient bytes, by construction: " + EMULATED,
           where="this reproduction", paper_value=1.0, unit="R² of the stall against gradient bytes",
-          rule=at_least(0.9), over="the depth family of `macro_models`", consistency=True, timing=True),
+          rule=at_least(0.9), over="the depth family of `macro_models`", kind=CONSISTENCY, timing=True),
 )
 
 CHUNK = 64  # runs per launch: a progress step, and a bounded loss if one run fails

@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 
 from ..core import gpu_results
-from ..core.claims import Claim, Measurement, above, across, across_seeds, at_most, is_true, not_testable
+from ..core.claims import CONSISTENCY, Claim, Measurement, above, across, across_seeds, at_most, is_true, not_testable
 from ..core.timing import Timing, interleaved, ratios
 from ..recsys import cuda_kernels, traces
 from ..recsys.dlrm import DLRM
@@ -94,16 +94,16 @@ CLAIMS = (
           over="every trace, on a GPU", min_share=2 / 3, near=0.3, up_to=True, timing=True),
     Claim("K1", "The high-reuse stand-in has the reuse of Meta's highest-reuse table (within 0.01)",
           where="consistency (trace stand-in)", paper_value=0.0, unit="|reuse - target reuse|", rule=at_most(0.01),
-          over="the high-reuse stand-in", consistency=True),
+          over="the high-reuse stand-in", kind=CONSISTENCY),
     Claim("K2", "The GPU model gives the baseline slowdown it was fitted to (within 1 %)",
           where="consistency (model fit)", paper_value=0.0, unit="|modelled / paper slowdown - 1|",
-          rule=at_most(0.01), over="the fitted A100 model", consistency=True),
+          rule=at_most(0.01), over="the fitted A100 model", kind=CONSISTENCY),
     Claim("K3", "In the L2 model, pinned rows that fit their sets hit on every access",
           where="consistency (L2 model)", paper_value="every access", unit="all pinned accesses hit", rule=is_true(),
-          over="every trace's batches with its hot rows pinned", consistency=True),
+          over="every trace's batches with its hot rows pinned", kind=CONSISTENCY),
     Claim("K4", "Every CPU variant pools the same sums as torch's EmbeddingBag (within 1e-3)",
           where="consistency (CPU variants)", paper_value="same sums", unit="all variants agree", rule=is_true(),
-          over="every trace's first batch", consistency=True),
+          over="every trace's first batch", kind=CONSISTENCY),
 )
 
 GPU_VARIANTS = ("torch", "baseline", "register_cap", "prefetch", "pinning", "combined")

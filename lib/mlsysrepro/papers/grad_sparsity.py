@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.cache import cached
-from ..core.claims import Claim, Measurement, above, across_seeds, is_true, within
+from ..core.claims import CONSISTENCY, Claim, Measurement, above, across_seeds, is_true, within
 from ..core.progress import progress
 from ..core.timing import interleaved, ratios
 from ..sparsity.activations import Recorder
@@ -64,10 +64,10 @@ CLAIMS = (
           over="every network, each over seeds", min_share=2 / 3),
     Claim("K1", "The data gradient computed only where needed equals the dense gradient times the mask",
           where="consistency (sparse execution)", paper_value="exact", unit="every layer within 1e-4",
-          rule=is_true(), over="every convolution with a data gradient, every network", consistency=True),
+          rule=is_true(), over="every convolution with a data gradient, every network", kind=CONSISTENCY),
     Claim("K2", "The PE array never runs faster than its MACs allow", where="consistency (cycle model)",
           paper_value="cycles >= MACs / PEs", unit="every (layer, pass, mode)", rule=is_true(),
-          over="every network's last snapshot", consistency=True),
+          over="every network's last snapshot", kind=CONSISTENCY),
 )
 
 TRAINING_KNOBS = ("dataset", "train_images", "test_images", "networks", "width", "epochs", "batch", "learning_rate",

@@ -32,7 +32,7 @@ import pandas as pd
 import torch
 
 from ..core.cache import cached
-from ..core.claims import Claim, Measurement, above, across, at_least, at_most, within
+from ..core.claims import CONSISTENCY, Claim, Measurement, above, across, at_least, at_most, within
 from ..core.tasks import TaskRunner
 from ..gnn.datasets import GraphData, contextual_sbm, load_graph
 from ..gnn.llcg import LLCGConfig, bytes_per_round, run_serial
@@ -144,7 +144,7 @@ CLAIMS = (
           over=FIG4, min_share=2 / 3),
     Claim("K1", "The distributed engine computes the serial engine's model", where="this reproduction",
           paper_value=0.0, unit="largest absolute parameter difference after the run", rule=at_most(1e-5),
-          over="`engine_graph`, LLCG, `engine_rounds` rounds", consistency=True),
+          over="`engine_graph`, LLCG, `engine_rounds` rounds", kind=CONSISTENCY),
 )
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core.claims import Claim, Measurement, above, across, is_true
+from ..core.claims import CONSISTENCY, Claim, Measurement, above, across, is_true
 from ..core.progress import progress
 from ..core.timing import interleaved
 from ..recsys import cxl, traces
@@ -68,13 +68,13 @@ CLAIMS = (
           rule=above(1.0), over="every (step, trace, model configuration, batch)", min_share=2 / 3, timing=True),
     Claim("K1", "Link bytes follow the analysis: Pond returns every row to the host, PIFS-Rec one vector per bag",
           where="consistency (bytes moved)", paper_value="exact", unit="all settings match", rule=is_true(),
-          over="every setting of the comparison", consistency=True),
+          over="every setting of the comparison", kind=CONSISTENCY),
     Claim("K2", "Every design reads each lookup once, from DRAM or from the switch buffer",
           where="consistency (conservation)", paper_value="exact", unit="all runs conserve", rule=is_true(),
-          over="every run of the comparison", consistency=True),
+          over="every run of the comparison", kind=CONSISTENCY),
     Claim("K3", "A one-row bag's latency on an idle system is the sum of its hops and service times",
           where="consistency (the model)", paper_value="exact", unit="every design matches", rule=is_true(),
-          over="every CXL design", consistency=True),
+          over="every CXL design", kind=CONSISTENCY),
 )
 
 
