@@ -145,6 +145,9 @@ def test_a_claim_whose_verdict_changed_over_the_last_runs_is_marked_unstable():
     results = {"title": "T", "scale": "default", "seed": 0, "figures": [], "claims": [claim("C1", HOLDS)]}
     rows = reproduction._claim_rows(results["claims"], {"C1": [INCONCLUSIVE, HOLDS]})
     assert "holds (unstable: inconclusive → holds over the last 5 runs)" in rows[-1]
+    few = dict(claim("C2", HOLDS), per_setting={"a": 1.5, "b": 0.9}, per_setting_interval={"a": [1.2, 1.8]})
+    row = reproduction._claim_rows([few], {})[-1]
+    assert "| 3 of 4: a 1.5 [1.2, 1.8]; b 0.9 |" in row  # under 6 settings, each setting's own value and interval
 
 
 def test_committed_runs_read_the_history_of_a_papers_results():

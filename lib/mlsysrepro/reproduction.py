@@ -24,8 +24,8 @@ import nbformat
 
 from .catalog import PAPERS, TEMPLATE, Paper
 from .core import paths
-from .core.claims import (ANALOGUE, CONSISTENCY, FAILS, FINDING, HOLDS, INCONCLUSIVE, NOT_TESTABLE, PAPER_CLAIM,
-                          VERDICTS)
+from .core.claims import (ANALOGUE, CONSISTENCY, FAILS, FINDING, HOLDS, INCONCLUSIVE, MIN_BOOTSTRAP_SETTINGS,
+                          NOT_TESTABLE, PAPER_CLAIM, VERDICTS)
 
 FINDING_TAG = "finding:"
 LISTING_TAG = "listing:"
@@ -177,10 +177,16 @@ def _claim_rows(claims: list[dict], unstable: dict[str, list[str]]) -> list[str]
             verdict += " (unstable: " + " → ".join(unstable[c["id"]]) + f" over the last {STABILITY_RUNS} runs)"
         interval = "" if c["interval"] is None else f"[{_fmt(c['interval'][0])}, {_fmt(c['interval'][1])}]"
         paper_value = "" if c["kind"] == CONSISTENCY else _fmt(c["paper_value"])
+        settings = _fmt(c["settings_held"])
+        if c.get("per_setting") and len(c["per_setting"]) < MIN_BOOTSTRAP_SETTINGS:  # each setting's own interval
+            own = c.get("per_setting_interval") or {}
+            settings += ": " + "; ".join(
+                f"{name} {_fmt(value)}" + (f" [{_fmt(own[name][0])}, {_fmt(own[name][1])}]" if own.get(name) else "")
+                for name, value in c["per_setting"].items())
         robust = "; ".join(entry["text"] for entry in c.get("robustness", []))
         lines.append(
             f"| {c['id']} | {c['where']} | {_fmt(c['statement'])} | {paper_value} | {_fmt(c['unit'])} | "
-            f"{_fmt(c['measured'])} | {interval} | {_fmt(c['settings_held'])} | {c['vs_paper']} | `{c['rule']}` | "
+            f"{_fmt(c['measured'])} | {interval} | {settings} | {c['vs_paper']} | `{c['rule']}` | "
             f"{verdict} | {_fmt(c['why'])} | {_fmt(robust)} | {_fmt(c['note'])} |"
         )
     return lines

@@ -399,3 +399,50 @@ def test_results_record_kind_direction_preconditions_and_robustness(tmp_path, mo
     assert saved[0]["verdict"] == "not testable here" and saved[0]["preconditions"]["costs"]["measured"] == 0.067
     assert saved[1]["better"] == "lower" and saved[1]["robustness"][0]["verdicts"]["64"] == "fails"
     assert "depends on buffer_mib" in report.claims_markdown().splitlines()[3]
+
+
+def test_a_robustness_figure_draws_every_regridded_claim_and_passes_the_checklist(tmp_path, monkeypatch):
+    from mlsysrepro.core import plots
+
+    claims = (claim(below(1.0), id="C1", assumptions=(BUFFER,)),
+              claim(within(0.5, 2.0), id="C2", assumptions=(BUFFER,)), claim(id="C3"))
+    report = make_report(tmp_path, monkeypatch, claims)
+    for claim_id, values in (("C1", (0.5, 0.8, 1.5)), ("C2", (1.0, 1.2, 3.0))):
+        grid = {v: Measurement(x, (x - 0.1, x + 0.1)) for v, x in zip((1, 4, 64), values)}
+        report.judge(claim_id, grid[4].over("buffer_mib", grid))
+    report.judge("C3", Measurement(1.0))
+    fig = report.robustness_figure("fig_assumption_buffer", "buffer_mib", "Beyond the paper: the switch buffer")
+    assert len(fig.axes) == 2 and plots.style_problems(fig) == []
+    with pytest.raises(ValueError, match="no judged claim"):
+        report.robustness_figure("fig_x", "links", "Beyond the paper")
+
+
+def test_a_grid_point_keeps_the_central_power_checks_unless_it_brings_its_own():
+    modelled = powered(assumptions=(BUFFER,))
+    central = Measurement(0.5).given(costs=0.01)  # the power check fails: not testable at every buffer
+    grid = {1: Measurement(-0.5), 4: central, 64: Measurement(0.5)}
+    (entry,) = robustness(modelled, central.over("buffer_mib", grid))
+    assert set(entry["verdicts"].values()) == {"not testable here"} and entry["text"].startswith("robust")
+    grid[64] = Measurement(0.5).given(costs=0.5)  # measured again there, and met
+    (entry,) = robustness(modelled, central.over("buffer_mib", grid))
+    assert entry["verdicts"]["64"] == "holds"
+
+
+def test_a_timing_claim_near_its_threshold_is_timed_again_with_more_rounds():
+    from mlsysrepro.core.claims import remeasured
+
+    near = claim(at_least(1.0), timing=True, reruns=3)
+    calls = []
+
+    def measure(times):
+        calls.append(times)
+        return Measurement(1.05, (0.98, 1.1) if times == 1 else (1.02, 1.08), note="slowest 90%")
+
+    result = remeasured(near, measure)
+    assert calls == [1, 3] and result.interval == (1.02, 1.08) and "3x the rounds" in result.note
+    assert "1.05 [0.98, 1.1]" in result.note and verdict(near, result)[0] == "holds"
+    calls.clear()
+    assert remeasured(near, lambda times: calls.append(times) or Measurement(1.3, (1.2, 1.4))).value == 1.3
+    assert calls == [1]  # clear of the threshold: measured once
+    once = claim(at_least(1.0), timing=True)
+    assert remeasured(once, measure).interval == (0.98, 1.1)

@@ -113,3 +113,14 @@ def test_declared_ranges_bound_every_value_and_every_preset():
         resolve("p", presets, {"scale": "smoke"}, {"n": (4, None)})  # the presets themselves are checked
     with pytest.raises(ValueError, match=r"ranges given for \['m'\]"):
         resolve("p", presets, {"scale": "smoke"}, {"m": (0, 1)})
+
+
+def test_with_values_changes_knobs_and_refuses_unknown_names():
+    from mlsysrepro.core import resolve
+
+    settings = resolve("toy", {"smoke": dict(n=1, m=2), "default": dict(n=2, m=2), "paper": dict(n=3, m=2)},
+                       {"scale": "smoke"})
+    changed = settings.with_values(n=5)
+    assert (changed.n, changed.m, settings.n) == (5, 2, 1)
+    with pytest.raises(ValueError, match=r"\['k'\] are not parameters of toy"):
+        settings.with_values(k=1)

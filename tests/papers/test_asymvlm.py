@@ -8,7 +8,10 @@ import pytest
 
 from mlsysrepro.core import resolve
 from mlsysrepro.core.cache import cache_key
+from mlsysrepro.core.claims import verdict
 from mlsysrepro.papers import asymvlm
+
+CLAIMS = {claim.id: claim for claim in asymvlm.CLAIMS}
 
 
 def settings(**overrides):
@@ -60,6 +63,21 @@ def test_the_text_margin_is_against_the_better_rival_per_budget():
     margin = asymvlm.eviction_margin(pd.DataFrame(rows), settings(text_budgets=[4, 8]))
     assert margin.per_setting == pytest.approx({"4 text tokens": 0.2, "8 text tokens": 0.05})
     assert margin.baseline.note == "better rival: h2o" and margin.baseline.value < 0
+
+
+def test_the_power_checks_measure_the_room_a_method_could_gain():
+    curves = {"none": {0.0: 0.9}, "asymvlm": {0.54: 0.8}, "oracle": {0.54: 0.81},
+              **{b: {0.54: 0.8} for b in asymvlm.BASELINES}}
+    room = asymvlm.oracle_headroom(frontier(curves), settings(test_families=["cell", "count"]))
+    assert room.value == pytest.approx(0.01) and room.baseline is None  # less than C2's two points: not testable
+    c2 = asymvlm.gap_over_best(frontier(curves), settings(), ["cell", "count"]).given(headroom=room)
+    assert verdict(CLAIMS["C2"], c2)[0] == "not testable here"
+    rows = [dict(policy="full cache", budget=0, item=i, correct=i < 89) for i in range(100)]
+    for policy, accs in {"temporal_threshold": [0.88, 0.89], "h2o": [0.88, 0.89], "streamingllm": [0.3, 0.4]}.items():
+        for budget, acc in zip([4, 8], accs):
+            rows += [dict(policy=policy, budget=budget, item=i, correct=i < acc * 100) for i in range(100)]
+    room = asymvlm.eviction_headroom(pd.DataFrame(rows), settings(text_budgets=[4, 8]))
+    assert room.value == pytest.approx(0.005) and "full cache 0.89" in room.note
 
 
 def test_flops_mismatch_is_the_largest_gap_to_the_target():

@@ -42,11 +42,24 @@ def test_c2_c3_read_clipper_and_c4_reads_cocktails_attainment():
     assert verdict(CLAIMS["C2"], cocktail.ratio_over_settings(rows, "cost", "cocktail", "clipper"))[0] == "holds"
     models = cocktail.ratio_over_settings(rows, "models_mean", "cocktail", "clipper")
     assert models.value == pytest.approx(0.3) and verdict(CLAIMS["C3"], models)[0] == "holds"
-    attainment = cocktail.attainment_over_settings(rows)
+    attainment = cocktail.attainment_over_settings(rows).given(reachable=0.002)
     assert attainment.value == pytest.approx(0.95) and verdict(CLAIMS["C4"], attainment)[0] == "holds"
     assert "InFaaS: median 0.50" in attainment.note
     low = rows.assign(target_attainment=0.6)
-    assert verdict(CLAIMS["C4"], cocktail.attainment_over_settings(low))[0] == "fails"
+    assert verdict(CLAIMS["C4"], cocktail.attainment_over_settings(low).given(reachable=0.002))[0] == "fails"
+    # a target no selection reaches on validation: attainment says nothing about Cocktail
+    unreachable = cocktail.attainment_over_settings(low).given(reachable=-0.0005)
+    assert verdict(CLAIMS["C4"], unreachable)[0] == "not testable here"
+
+
+def test_a_target_is_reachable_where_the_best_selection_meets_it_on_validation():
+    from types import SimpleNamespace
+
+    classes = pd.DataFrame({"name": ["strict", "loose"], "target": [0.974, 0.95]})
+    selections = pd.DataFrame({"constraint": ["strict", "strict", "loose", "loose"],
+                               "val_accuracy": [0.9735, 0.97, 0.96, 0.93]})
+    reach = cocktail.target_reachable(SimpleNamespace(classes=classes), selections)
+    assert reach.value == pytest.approx(-0.0005) and reach.note.startswith("strict: best 0.9735")
 
 
 def test_k1_k2_check_every_run():

@@ -34,6 +34,22 @@ def network(slowdowns: dict[str, list[float]]) -> pd.DataFrame:
                          for i, s in enumerate(values)])
 
 
+def test_network_claim_sets_the_largest_slowdown_beside_the_papers_up_to_5x():
+    from mlsysrepro.core.claims import position
+
+    one_pair_near = ddl_stalls.network_claim(network({"p3": [1.5], "p2": [5.0]}))  # "up to": the largest decides
+    assert one_pair_near.value == 5.0 and verdict(CLAIMS["C2"], one_pair_near)[0] == "holds"
+    assert position(CLAIMS["C2"], one_pair_near) == "1 of 2 inside 2.5–7.5, 1 below"
+
+
+def test_a_share_re_expressed_for_a_faster_gpu_grows_and_for_a_slower_one_shrinks():
+    assert ddl_stalls.share_at_efficiency(0.5, 1.0) == pytest.approx(0.5)
+    assert ddl_stalls.share_at_efficiency(0.5, 2.0) == pytest.approx(2 / 3)  # stall 1, compute 1 -> 0.5
+    assert ddl_stalls.share_at_efficiency(0.5, 0.5) == pytest.approx(1 / 3)
+    measured = ddl_stalls.interconnect_claim(stalls(0.45, 0.01), efficiency_ratio=2.0)
+    assert measured.value == pytest.approx(0.9 / 1.45) and verdict(CLAIMS["C1"], measured)[0] == "holds"
+
+
 def test_network_claim_is_a_band_around_5x_on_every_pair():
     near = ddl_stalls.network_claim(network({"p3": [1.2, 4.5], "p2": [1.1, 6.0]}))
     assert near.per_setting == {"p2": 6.0, "p3": 4.5}

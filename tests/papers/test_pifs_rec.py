@@ -70,3 +70,14 @@ def test_idle_latency_check_passes_on_the_presets():
     anchor = pd.DataFrame([dict(dim=64, table_rows=1000, pooling=20, round=0, seconds_per_row=2e-8)])
     assert verdict(CLAIMS["K3"], pifs_rec.idle_latency_check(settings, anchor))[0] == "holds"
     assert np.isfinite(pifs_rec.system(settings, anchor, 64).host_add_s_per_row)
+
+
+def test_an_assumption_sets_the_system_field_it_names():
+    from mlsysrepro.recsys import cxl
+
+    assert pifs_rec.assumed("buffer_mib", 64.0) == {"buffer_bytes": 64 * 2**20}
+    wider = pifs_rec.assumed("device_link_lanes", 16)["downstream_bytes_per_s"]
+    assert wider == pytest.approx(2 * cxl.System.downstream_bytes_per_s)
+    assert pifs_rec.SWITCH_BUFFER.central == pifs_rec.PRESETS["default"]["buffer_mib"]
+    with pytest.raises(ValueError, match="assumption must be one of"):
+        pifs_rec.assumed("host_cores", 4)

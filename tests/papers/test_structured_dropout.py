@@ -206,16 +206,36 @@ def accuracy(task: str, by_mode: dict[str, list[float]]) -> pd.DataFrame:
 def test_parity_claims_pair_seeds_and_need_the_control_to_be_worse():
     from mlsysrepro.core.claims import verdict
 
+    def judged(results, task, floor):
+        return structured_dropout.parity_claim(results, task).given(
+            learned=structured_dropout.learned(results, task, floor))
+
     matters = accuracy("ptb", {"none": [150, 152, 151], "standard": [100, 101, 99], "structured": [100.5, 101, 99.2]})
     measured = structured_dropout.parity_claim(matters, "ptb")
     assert measured.value == pytest.approx(((100.5 / 100) + 1 + (99.2 / 99)) / 3 - 1)
-    assert verdict(CLAIMS["C5"], measured)[0] == "holds"
+    assert verdict(CLAIMS["C5"], judged(matters, "ptb", 788.0))[0] == "holds"
     worse = accuracy("ptb", {"none": [150, 152, 151], "standard": [100, 101, 99], "structured": [110, 111, 109]})
-    assert verdict(CLAIMS["C5"], structured_dropout.parity_claim(worse, "ptb"))[0] == "fails"
+    assert verdict(CLAIMS["C5"], judged(worse, "ptb", 788.0))[0] == "fails"
     undertrained = accuracy("ptb", {"none": [98, 99, 97], "standard": [100, 101, 99], "structured": [100, 101, 99]})
-    assert verdict(CLAIMS["C5"], structured_dropout.parity_claim(undertrained, "ptb"))[0] == "not testable here"
+    assert verdict(CLAIMS["C5"], judged(undertrained, "ptb", 788.0))[0] == "not testable here"
+    # models worse than an add-one unigram model learned nothing a parity could be about: never "fails"
+    unlearned = accuracy("ptb", {"none": [1500, 1520, 1510], "standard": [841, 900, 870], "structured": [950, 1119, 990]})
+    assert structured_dropout.learned(unlearned, "ptb", 788.0).value == pytest.approx(788 / 1119)
+    result, why = verdict(CLAIMS["C5"], judged(unlearned, "ptb", 788.0))
+    assert result == "not testable here" and "unigram 788.0, worst model 1119.0" in why
     f1 = accuracy("conll", {"none": [80, 81, 80], "standard": [85, 86, 85], "structured": [85, 85.9, 85.2]})
-    assert verdict(CLAIMS["C6"], structured_dropout.parity_claim(f1, "conll"))[0] == "holds"
+    assert verdict(CLAIMS["C6"], judged(f1, "conll", 41.8))[0] == "holds"
+    assert verdict(CLAIMS["C6"], judged(f1, "conll", 85.1))[0] == "not testable here"  # below the baseline tagger
+    assert structured_dropout.learned(f1, "conll", 41.8).value == pytest.approx(85 - 41.8)
+
+
+def test_the_floors_are_the_unigram_model_and_the_most_frequent_tag_on_the_runs_data():
+    from mlsysrepro.core import resolve
+
+    settings = resolve("structured_dropout", structured_dropout.PRESETS, {"scale": "smoke"})
+    unigram, tagger = structured_dropout.floor_baseline(settings, "ptb"), structured_dropout.floor_baseline(
+        settings, "conll")
+    assert 100 < unigram < 10_000 and 5 < tagger < 80  # a unigram model is far from uniform over 10,000 words
 
 
 def test_auto_forms_names_the_case_iii_shapes_the_auto_kernel_measured(monkeypatch):

@@ -88,7 +88,8 @@ class Rule:
 
 
 def _compare(symbol: str, op: Callable[[Any, Any], bool], bound: float) -> Rule:
-    return Rule(f"measured {symbol} {bound:g}", lambda m: op(m, bound), "higher" if ">" in symbol else "lower")
+    return Rule(f"measured {symbol} {bound:g}", lambda m: op(m, bound), "higher" if ">" in symbol else "lower",
+                (bound, bound))
 
 
 def at_most(bound: float) -> Rule:
@@ -429,9 +430,11 @@ def robustness(claim: Claim, measurement: Measurement) -> list[dict[str, Any]]:
         if set(measured) != set(assumption.values):
             raise ValueError(f"claim {claim.id}: {assumption.name} measured at {sorted(measured)}, declared "
                              f"{list(assumption.values)}")
-        verdicts = {value: (verdict(claim, measurement)[0] if value == assumption.central
-                            else verdict(claim, measured[value], powered=bool(measured[value].preconditions))[0])
-                    for value in assumption.values}
+        # a grid point without power checks of its own keeps the central one's (they did not depend on it)
+        at = {value: measurement if value == assumption.central else
+              measured[value] if measured[value].preconditions else
+              replace(measured[value], preconditions=measurement.preconditions) for value in assumption.values}
+        verdicts = {value: verdict(claim, at[value])[0] for value in assumption.values}
         unit = f" {assumption.unit}" if assumption.unit else ""
         if len(set(verdicts.values())) == 1:
             text = (f"robust over {assumption.name} {_fmt_setting(min(assumption.values))}–"
@@ -442,10 +445,33 @@ def robustness(claim: Claim, measurement: Measurement) -> list[dict[str, Any]]:
                 f"{v} for " + ", ".join(_fmt_setting(k) for k in values) + unit for v, values in by_verdict.items())
         found.append({"assumption": assumption.name, "central": assumption.central, "source": assumption.source,
                       "verdicts": {_fmt_setting(k): v for k, v in verdicts.items()},
-                      "measured": {_fmt_setting(k): (measurement if k == assumption.central else measured[k]).value
-                                   for k in assumption.values},
+                      "measured": {_fmt_setting(k): at[k].value for k in assumption.values},
+                      "interval": {_fmt_setting(k): at[k].interval for k in assumption.values},
                       "text": text})
     return found
+
+
+def remeasured(claim: Claim, measure: Callable[[int], Measurement]) -> Measurement:
+    """A timing claim measured once (``measure(1)``) and, where that measurement straddles the rule's threshold,
+    again with ``claim.reruns`` times the timing rounds (``measure(claim.reruns)``), which is the one judged; its
+    note says so and keeps the first. A claim declared with ``reruns=1`` is measured once."""
+    first = measure(1)
+    if claim.reruns == 1 or verdict(claim, first, powered=False)[0] != INCONCLUSIVE:
+        return first
+    again = measure(claim.reruns)
+    return replace(again, note=(f"{again.note}; " if again.note else "") + f"timed again with {claim.reruns}x the "
+                   f"rounds, as the first timing ({_fmt_value(first)}) straddled the threshold")
+
+
+def measured_over(measure: Callable[[Any], Measurement], central: Any,
+                  grids: Mapping[str, Mapping[Any, Any]]) -> Measurement:
+    """``measure(central)``, with the same measurement of the data at every value of each assumption: ``grids`` maps
+    an assumption's name to ``{value: the data computed under it}`` (the central value may map to ``central``
+    itself), ready for :func:`robustness`."""
+    measured = measure(central)
+    for name, data in grids.items():
+        measured = measured.over(name, {value: measured if d is central else measure(d) for value, d in data.items()})
+    return measured
 
 
 def _fmt_setting(value: Any) -> str:
@@ -689,6 +715,23 @@ class Report:
         if name not in self.figures:
             self.figures.append(name)
         return path
+
+    def robustness_figure(self, name: str, assumption: str, title: str):
+        """Save a figure of every judged claim re-judged over ``assumption`` (:func:`robustness`): per claim its
+        measured value at each of the assumption's values, coloured by the verdict there, with the rule's threshold;
+        ``title`` names the paper's figure or section the claims come from. Returns the figure."""
+        rows = []
+        for judged in self.judged:
+            entry = next((e for e in judged.get("robustness", []) if e["assumption"] == assumption), None)
+            if entry is not None:
+                rule = self.declared[judged["id"]].rule
+                rows.append({"claim": judged["id"], "unit": judged["unit"], "entry": entry, "bounds": rule.bounds})
+        if not rows:
+            raise ValueError(f"no judged claim was re-judged over {assumption!r}")
+        declared = next(a for c in self.claims for a in c.assumptions if a.name == assumption)
+        fig = plots.assumption_grid(rows, f"{assumption} ({declared.unit})" if declared.unit else assumption, title)
+        self.savefig(fig, name)
+        return fig
 
     def table(self):
         """The judged claims as a pandas DataFrame, for display at the end of a notebook."""

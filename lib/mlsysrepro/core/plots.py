@@ -23,6 +23,7 @@ only when a number changed.
 from __future__ import annotations
 
 import re
+import textwrap
 from itertools import combinations
 from pathlib import Path
 
@@ -107,6 +108,47 @@ def log_axis(ax, axis: str = "x"):
     target.set_major_locator(LogLocator(base=10, subs=subs))
     target.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     target.set_minor_formatter(NullFormatter())
+
+
+#: The colour of each verdict in figures that show verdicts (four hues at most).
+VERDICT_COLOURS = {"holds": "#0173b2", "fails": "#d55e00", "inconclusive": "#de8f05", "not testable here": "#949494"}
+
+
+def assumption_grid(rows: list[dict], xlabel: str, title: str):
+    """Small multiples, one per claim: the measured value at each value of one of our assumptions (points with
+    their 95 % interval where they have one), coloured by the verdict there, with the rule's threshold (or band) in
+    the reference grey. ``rows``: ``{"claim", "unit", "entry"}`` with ``entry`` a robustness record
+    (:func:`mlsysrepro.core.claims.robustness`) and ``bounds`` the rule's threshold(s) or None."""
+    fig, axes = plt.subplots(1, len(rows), figsize=(2.6 * len(rows) + 1.6, 3.2), squeeze=False)
+    seen: dict[str, bool] = {}
+    for ax, row in zip(axes[0], rows):
+        entry = row["entry"]
+        keys = list(entry["measured"])
+        for x, key in enumerate(keys):
+            value, verdict = entry["measured"][key], entry["verdicts"][key]
+            if value is None or isinstance(value, bool):
+                continue
+            interval = entry["interval"].get(key)
+            err = None if interval is None else [[value - interval[0]], [interval[1] - value]]
+            ax.errorbar([x], [value], yerr=err, fmt="o", color=VERDICT_COLOURS[verdict], capsize=3)
+            seen[verdict] = True
+        if row["bounds"] is not None:
+            low, high = row["bounds"]
+            for bound in {low, high}:
+                reference_line(ax, bound, "the rule's threshold")
+        ax.set_xticks(range(len(keys)), keys)
+        ax.set_xlim(-0.5, len(keys) - 0.5)
+        ax.set_title(row["claim"], fontsize="small")
+        ax.set_xlabel("\n".join(textwrap.wrap(xlabel, 24)), fontsize="small")
+        lines = textwrap.wrap(row["unit"], 30)
+        ax.set_ylabel("\n".join(lines[:2]) + ("…" if len(lines) > 2 else ""), fontsize="small")
+    fig.suptitle(title, fontsize="medium")
+    handles = [Line2D([], [], marker="o", linestyle="", color=VERDICT_COLOURS[v], label=v) for v in seen]
+    if any(row["bounds"] is not None for row in rows):
+        handles.append(Line2D([], [], color=REFERENCE_COLOUR, linestyle="--", label="the rule's threshold"))
+    fig.legend(handles=handles, loc="center left", bbox_to_anchor=(1.0, 0.5), frameon=False, fontsize="small")
+    fig.tight_layout()
+    return fig
 
 
 def legend_outside(ax, title: str | None = None, **kwargs):

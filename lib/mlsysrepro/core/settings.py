@@ -64,6 +64,14 @@ class Settings:
         """Where this run's figures and results.json go (see :mod:`mlsysrepro.core.paths`)."""
         return paths.output_dir(self.paper, self.scale)
 
+    def with_values(self, **changes: Any) -> "Settings":
+        """These settings with some knobs changed (an assumption's other values); a name that is not a knob is an
+        error."""
+        unknown = sorted(set(changes) - set(self.values))
+        if unknown:
+            raise ValueError(f"{unknown} are not parameters of {self.paper}; parameters: {sorted(self.values)}")
+        return Settings(self.paper, self.scale, self.seed, self.use_cache, MappingProxyType({**self.values, **changes}))
+
     def __reduce__(self):
         """Pickle through a plain dict (a mapping proxy does not pickle), so settings can go to worker processes."""
         return _unpickle_settings, (self.paper, self.scale, self.seed, self.use_cache, dict(self.values))

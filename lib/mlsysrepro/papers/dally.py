@@ -32,7 +32,7 @@ from ..cluster.policies import POLICIES, make_policy
 from ..cluster.simulator import simulate
 from ..cluster.topology import Topology
 from ..core.cache import cached
-from ..core.claims import Claim, Measurement, above, across, at_least, at_most, not_testable
+from ..core.claims import Assumption, Claim, Measurement, above, across, at_least, at_most, not_testable
 from ..core.progress import progress
 from ..core.tasks import TaskRunner
 from ..core.timing import clock
@@ -86,13 +86,21 @@ RANGES = {
 }
 
 
+#: Our modelling choice C1 and C2 rest on: the lease, a share of the median job's compute time (Tiresias and Dally
+#: re-decide at every lease; the paper's lease is not given). Re-judged at half and twice it. (C3 and C4 come from
+#: the sweeps, whose reruns would double the notebook's time: not re-judged.)
+LEASE = Assumption("lease_share", 0.05, (0.025, 0.05, 0.1), unit="of the median job's compute time",
+                   source="ours (lease_for); halved and doubled")
+
 CLAIMS = (
     Claim("C1", "Dally lowers the makespan against the consolidation baseline (Tiresias) on the traces",
           where="Abstract, Sec. 6", paper_value=0.69, unit="makespan gain, 1 - Dally / Tiresias", rule=above(0.0),
-          over="every trace of `traces`", min_share=2 / 3, near=0.25, up_to=True),
+          over="every trace of `traces`", min_share=2 / 3, near=0.25, up_to=True,
+          assumptions=(LEASE,)),
     Claim("C2", "Dally lowers the average JCT against the consolidation baseline (Tiresias) on the traces",
           where="Abstract, Sec. 6", paper_value=0.83, unit="average-JCT gain, 1 - Dally / Tiresias", rule=above(0.0),
-          over="every trace of `traces`", min_share=2 / 3, near=0.25, up_to=True),
+          over="every trace of `traces`", min_share=2 / 3, near=0.25, up_to=True,
+          assumptions=(LEASE,)),
     Claim("C3", "Under congestion Dally cuts communication overhead sharply (the paper: up to 98 %; the rule asks "
           "for at least half) against consolidation baselines", where="Abstract, Sec. 6", paper_value=0.98,
           unit="communication-hours cut, 1 - Dally / baseline", rule=at_least(0.5),

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.cache import cached
-from ..core.claims import CONSISTENCY, Claim, Measurement, across, at_least, not_testable, within
+from ..core.claims import CONSISTENCY, Assumption, Claim, Measurement, at_least, not_testable, within
 from ..core.progress import progress
 from ..ddl import models
 from ..ddl.emulation import EmulatedCluster
@@ -79,17 +79,23 @@ RANGES = {
 }
 EMULATED = ("our interconnect and network are emulated by a DDP hook that charges a fixed cost per bucket and per "
             "byte")
+#: Our modelling choice C1 rests on: the emulated GPU computes at this share of its peak FLOP/s, which sets the
+#: dilation of every link time (ddl.instances.dilation). Re-judged at half and twice it.
+GPU_EFFICIENCY = Assumption("gpu_efficiency", 0.4, (0.2, 0.4, 0.8), unit="of peak FLOP/s",
+                            source="ours (ddl.instances.dilation); halved and doubled")
+
 CLAIMS = (
     Claim("C1", "The intra-machine interconnect can take most of an iteration for communication-heavy models",
           where="Abstract, Sec. 4 (interconnect stall)", paper_value=0.9,
           unit="largest interconnect share of the RUN1 iteration, (RUN1 - RUN0) / RUN1, the paper's 'up to'",
           rule=at_least(0.5), over="every model of `models` on every multi-GPU one-machine configuration",
-          near=0.25, timing=True),
+          near=0.25, timing=True,
+          assumptions=(GPU_EFFICIENCY,)),
     Claim("C2", "Splitting the same workers over two machines slows training by up to 5x",
           where="Abstract, Sec. 4 (network stall)", paper_value=5.0,
-          unit="largest slowdown over the models, two machines / one machine (RUN1)",
-          rule=within(2.5, 7.5), over="every pair of `network_pairs` (within half of the paper's 5x either way)",
-          min_share=1.0, near=0.25, timing=True),
+          unit="largest slowdown over the models and pairs of `network_pairs`, two machines / one machine (RUN1)",
+          rule=within(2.5, 7.5), over="the largest over every model and pair of `network_pairs` (the paper's 'up to'; "
+          "within half of its 5x either way); each pair's own largest shown", near=0.25, up_to=True, timing=True),
     Claim("C3", "The most expensive instance is not always the best per epoch", where="Abstract, Sec. 5 (cost)",
           paper_value="not always the best", unit="share of models whose priciest configuration is not the "
           "cheapest per epoch", rule=at_least(1.0), over="every model of `models`"),
@@ -409,9 +415,19 @@ def noise_floor(stalls: pd.DataFrame) -> float:
     return float((single.RUN1 / single.RUN0 - 1).abs().median())
 
 
-def interconnect_claim(stalls: pd.DataFrame) -> Measurement:
+def share_at_efficiency(share: pd.Series | float, ratio: float):
+    """An interconnect share re-expressed for a GPU ``ratio`` times as efficient as the one emulated: its compute
+    time divides by ``ratio`` while the stall's link seconds stay, ``ratio s / (ratio s + 1 - s)``. First order:
+    it keeps the seconds DDP hid behind the backward pass, so it understates the share of a faster GPU (less to
+    hide behind) and overstates that of a slower one."""
+    return ratio * share / (ratio * share + 1 - share)
+
+
+def interconnect_claim(stalls: pd.DataFrame, efficiency_ratio: float = 1.0) -> Measurement:
     """Claim C1: the largest interconnect share over models x multi-GPU one-machine configurations (a
-    :func:`breakdown` frame), with an interval of plus or minus the :func:`noise_floor`."""
+    :func:`breakdown` frame), with an interval of plus or minus the :func:`noise_floor`; ``efficiency_ratio``
+    re-expresses every share for a GPU that much more efficient (:func:`share_at_efficiency`, C1's assumption)."""
+    stalls = stalls.assign(interconnect_share=share_at_efficiency(stalls.interconnect_share, efficiency_ratio))
     one_machine = stalls[~stalls.configuration.str.startswith("2x") & (stalls.workers > 1)]
     top = one_machine.loc[one_machine.interconnect_share.idxmax()]
     share, noise = float(top.interconnect_share), noise_floor(stalls)
@@ -422,13 +438,14 @@ def interconnect_claim(stalls: pd.DataFrame) -> Measurement:
 
 
 def network_claim(network: pd.DataFrame) -> Measurement:
-    """Claim C2: per instance pair, the largest two-machine slowdown over the models (a :func:`network_table`)."""
+    """Claim C2 ("up to 5x"): the largest two-machine slowdown over the models and instance pairs (a
+    :func:`network_table`), with each pair's own largest beside it."""
     if network.empty:
         return not_testable("no pair of `network_pairs` was profiled")
     worst = network.loc[network.groupby("pair").slowdown.idxmax()]
-    return across(dict(zip(worst.pair, worst.slowdown)),
-                  note="; ".join(f"{r.pair}: {r.model}" for r in worst.itertuples())
-                       + f"; smallest slowdown {network.slowdown.min():.2f}x")
+    return Measurement(float(worst.slowdown.max()), per_setting=dict(zip(worst.pair, worst.slowdown)),
+                       note="; ".join(f"{r.pair}: {r.model}" for r in worst.itertuples())
+                            + f"; smallest slowdown {network.slowdown.min():.2f}x")
 
 
 def priciest_not_cheapest(verdicts: pd.DataFrame) -> Measurement:

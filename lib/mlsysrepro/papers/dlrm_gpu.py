@@ -22,7 +22,8 @@ import pandas as pd
 import torch
 
 from ..core import gpu_results
-from ..core.claims import CONSISTENCY, Claim, Measurement, above, across, across_seeds, at_most, is_true, not_testable
+from ..core.claims import (ANALOGUE, CONSISTENCY, Claim, Measurement, above, across, across_seeds, at_most, is_true,
+                           not_testable)
 from ..core.timing import Timing, interleaved, ratios
 from ..recsys import cuda_kernels, traces
 from ..recsys.dlrm import DLRM
@@ -66,7 +67,8 @@ CLAIMS = (
           "(measured here on a CPU)", where="Abstract; Sec. 3 characterisation", paper_value=PAPER_SLOWDOWN,
           unit="embedding seconds per batch, random / high reuse", rule=above(1.0),
           over="every (batch, pooling, dim) of the sensitivity sweep, each over timing rounds", min_share=2 / 3,
-          near=0.3, up_to=True, timing=True),
+          near=0.3, up_to=True, timing=True,
+          kind=ANALOGUE),
     Claim("C2", "The same slowdown on a GPU (torch's EmbeddingBag, measured on CUDA)",
           where="Abstract; Sec. 3 characterisation", paper_value=PAPER_SLOWDOWN,
           unit="embedding seconds per batch on a GPU, random / high reuse", rule=above(1.0),
@@ -75,7 +77,8 @@ CLAIMS = (
     Claim("C3", "The embedding stage dominates DLRM inference time (measured here on a CPU)",
           where="Sec. 1 and 3 (embedding share of inference)", paper_value="most of the time",
           unit="embedding share of DLRM forward time", rule=above(0.5), over="every trace", min_share=2 / 3,
-          timing=True),
+          timing=True,
+          kind=ANALOGUE),
     Claim("C4", "Capping registers (OptMT, -maxrregcount 42) speeds the embedding stage up: up to +53 %",
           where="Abstract; OptMT", paper_value=1.53, unit="embedding speed-up on a GPU, capped / baseline",
           rule=above(1.0), over="every trace, on a GPU", min_share=2 / 3, near=0.3, up_to=True, timing=True),

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core.claims import CONSISTENCY, Claim, Measurement, above, across, is_true
+from ..core.claims import CONSISTENCY, Assumption, Claim, Measurement, above, across, is_true
 from ..core.progress import progress
 from ..core.timing import interleaved
 from ..recsys import cxl, traces
@@ -56,16 +56,27 @@ LABELS = {"local": "local DRAM", "cxl": "CXL, tables whole", "pond": "Pond (CXL,
           "beacon": "BEACON (device pools)", "pifs_pooling": "+ pooling in the switch",
           "pifs_buffer": "+ switch buffer (LRU)", "pifs_hotness": "+ global hotness", "pifs": "PIFS-Rec (+ spreading)"}
 
+#: Our modelling choices that could decide P1-P3 (recsys.cxl.System states them): the switch buffer's size (the
+#: paper's switch SRAM is not given; 4 MiB ours) and the width of each device's link (x8 ours; x16 doubles it).
+SWITCH_BUFFER = Assumption("buffer_mib", 4.0, (1.0, 4.0, 64.0), unit="MiB",
+                           source="ours (recsys.cxl.System.buffer_bytes); switch SRAMs of 1-64 MiB")
+DEVICE_LINK = Assumption("device_link_lanes", 8, (8, 16), unit="PCIe 5.0 lanes",
+                         source="ours (recsys.cxl.System.downstream_bytes_per_s: an x8 device link); x16 doubles it")
+ASSUMPTIONS = (SWITCH_BUFFER, DEVICE_LINK)
+
 CLAIMS = (
     Claim("P1", "PIFS-Rec lowers the embedding stage's latency against Pond (host pooling over CXL)",
           where="Abstract; evaluation", paper_value=3.89, unit="batch latency, Pond / PIFS-Rec", rule=above(1.0),
-          over="every (trace, model configuration, batch)", min_share=2 / 3, near=0.3, timing=True),
+          over="every (trace, model configuration, batch)", min_share=2 / 3, near=0.3, timing=True,
+          assumptions=ASSUMPTIONS),
     Claim("P2", "PIFS-Rec lowers the latency against BEACON (near-memory pooling in the devices)",
           where="Abstract; evaluation", paper_value=2.03, unit="batch latency, BEACON / PIFS-Rec", rule=above(1.0),
-          over="every (trace, model configuration, batch)", min_share=2 / 3, near=0.3, timing=True),
+          over="every (trace, model configuration, batch)", min_share=2 / 3, near=0.3, timing=True,
+          assumptions=ASSUMPTIONS),
     Claim("P3", "Each of PIFS-Rec's steps lowers the latency (switch pooling, buffer, global hotness, spreading)",
           where="Evaluation, ablation", paper_value="every step", unit="latency before the step / after it",
-          rule=above(1.0), over="every (step, trace, model configuration, batch)", min_share=2 / 3, timing=True),
+          rule=above(1.0), over="every (step, trace, model configuration, batch)", min_share=2 / 3, timing=True,
+          assumptions=ASSUMPTIONS),
     Claim("K1", "Link bytes follow the analysis: Pond returns every row to the host, PIFS-Rec one vector per bag",
           where="consistency (bytes moved)", paper_value="exact", unit="all settings match", rule=is_true(),
           over="every setting of the comparison", kind=CONSISTENCY),
@@ -156,13 +167,24 @@ def _row(result: cxl.Result, **keys) -> dict:
                 **{f"util {k}": v for k, v in result.utilisation().items()})
 
 
-def comparison(settings, anchor: pd.DataFrame) -> pd.DataFrame:
-    """Every design on every (trace, configuration, batch): one row each."""
+def assumed(name: str, value) -> dict:
+    """The :class:`mlsysrepro.recsys.cxl.System` fields that set assumption ``name`` (of :data:`ASSUMPTIONS`) to
+    ``value``."""
+    if name == SWITCH_BUFFER.name:
+        return {"buffer_bytes": int(value * 2**20)}
+    if name == DEVICE_LINK.name:
+        return {"downstream_bytes_per_s": cxl.System.downstream_bytes_per_s * value / DEVICE_LINK.central}
+    raise ValueError(f"assumption must be one of {[a.name for a in ASSUMPTIONS]}, got {name!r}")
+
+
+def comparison(settings, anchor: pd.DataFrame, **changes) -> pd.DataFrame:
+    """Every design on every (trace, configuration, batch): one row each. ``changes``: System fields to set (an
+    assumption's other values, :func:`assumed`)."""
     rows = []
     grid = [(t, c, b) for t in settings.traces for c in range(len(settings.configs)) for b in settings.batches]
     for trace, c, batch in progress(grid, desc="settings"):
         config = settings.configs[c]
-        system_ = system(settings, anchor, config[2])
+        system_ = system(settings, anchor, config[2], **changes)
         for name in cxl.DESIGNS:
             result = run_design(settings, name, system_, trace, config, batch)
             rows.append(_row(result, trace=trace, config=c, batch=batch, design=name, bags=batch * config[0],

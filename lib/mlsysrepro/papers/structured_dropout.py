@@ -11,8 +11,9 @@
 - :func:`translation_runs` — IWSLT'14 De-En and IWSLT'15 En-Vi BLEU per dropout mode, when ``translation`` is
   on and the training sets are registered (``scale=paper``);
 - :data:`CLAIMS`, declared before the run, and their measurements: :func:`gpu_claim` (C1-C3, judged on the GPU
-  check's measurement, :func:`gpu_speed`), :func:`rate_trend` (C4), :func:`parity_claim` (C5, C6) and
-  :func:`cpu_finding` (C7, this reproduction's CPU finding).
+  check's measurement, :func:`gpu_speed`), :func:`rate_trend` (C4), :func:`parity_claim` (C5, C6, with their
+  power check :func:`learned` against :func:`floor_baseline`) and :func:`cpu_finding` (C7, this reproduction's
+  CPU finding).
 
 Two sizes on purpose: the accuracy rows train reduced models on a subset of the data (two CPU cores
 cannot train PTB "medium" for 39 epochs); the speed rows time the paper's full-size models, one
@@ -30,19 +31,21 @@ import torch
 from torch.nn import functional as F
 
 from ..core import gpu_results
-from ..core.claims import (Claim, Measurement, above, across, at_least, at_most, below, from_samples,
-                           not_testable)
+from ..core.claims import (FINDING, Claim, Measurement, Precondition, above, across, at_least, at_most, below,
+                           from_samples, not_testable)
 from ..core.data import DatasetError, fetch, load_registry
 from ..core.tasks import TaskRunner
 from ..core.timing import interleaved, ratios
 from ..recurrent.models import Tagger, Translator, WordLM
 from ..recurrent.reference import TorchTagger, TorchWordLM
 from ..recurrent.training import perplexity, tag, train_lm, train_tagger, train_translator, translate
+from ..text.baselines import most_frequent_tag_f1, unigram_perplexity
 from ..sparsity.compaction import KERNELS
 from ..sparsity.gemm_timing import time_stages, tuned_shapes
 from ..sparsity.masks import dropout_mask, kept_count
 from ..text.bleu import corpus_bleu
-from ..text.corpora import IWSLT, UNK, batchify, build_vocab, load_conll2003, load_parallel, load_ptb, pad_batch
+from ..text.corpora import (IWSLT, UNK, Tagged, batchify, build_vocab, load_conll2003, load_parallel, load_ptb,
+                            pad_batch)
 from ..text.span_f1 import span_f1
 
 #: The dropout modes of the accuracy table (the paper's case III beside I, II and IV).
@@ -125,17 +128,22 @@ CLAIMS = (
     Claim("C5", "No loss in perplexity (PTB)", where="Table (PTB)", paper_value=0.0,
           unit="test perplexity, structured / standard - 1, mean over seeds (95 % t-interval)",
           rule=at_most(PPL_TOLERANCE), over="`seeds` seeds, reduced model and data; the control without dropout "
-          "must fail the same rule", parity=True),
+          "must fail the same rule", parity=True,
+          preconditions=(Precondition("learned", "both dropout models beat an add-one unigram model of the same "
+                                      "training text (unigram / worst model test perplexity)", above(1.0)),)),
     Claim("C6", "No loss in F1 (CoNLL-2003 NER)", where="Table (NER)", paper_value=0.0,
           unit="test span F1, standard - structured (points), mean over seeds (95 % t-interval)",
           rule=at_most(F1_TOLERANCE), over="`seeds` seeds, reduced model and data; the control without dropout "
-          "must fail the same rule", parity=True),
+          "must fail the same rule", parity=True,
+          preconditions=(Precondition("learned", "both dropout taggers beat CoNLL's most-frequent-tag baseline "
+                                      "trained on the same sentences (worst tagger minus baseline, F1 points)",
+                                      above(0.0)),)),
     Claim("C7", "This reproduction's finding, not the paper's: on 2 CPU cores exact case III does not reach the "
           "paper's speed-up, whichever exact kernel computes it", where="against the paper's smallest speed-up "
           "(Sec. 5)", paper_value=1.23, unit="step-time speed-up over standard dropout of case III's fastest "
           "kernel (sparsity.compaction.KERNELS), per setting", rule=below(1.23),
           over="PTB medium at every batch of `speed_batches` and the tagger, p = `p`, on this CPU", min_share=1.0,
-          timing=True),
+          timing=True, kind=FINDING),
 )
 
 #: The knobs the accuracy runs depend on (the speed measurements' knobs start with ``speed_``).
@@ -600,6 +608,30 @@ def cpu_finding(speed: pd.DataFrame, p: float) -> Measurement:
     overall = across({name: m.value for name, m in measured.items()},
                      note="; ".join(f"{name}: {m.note}" for name, m in measured.items()))
     return replace(overall, per_setting_interval={name: m.interval for name, m in measured.items()})
+
+
+def floor_baseline(settings, task: str) -> float:
+    """The floor a trained model must clear (C5 and C6's power check), on the data the runs train and test on: for
+    ``ptb`` the add-one unigram model's test perplexity (:func:`mlsysrepro.text.baselines.unigram_perplexity`), for
+    ``conll`` the most-frequent-tag baseline's span F1 in % (:func:`mlsysrepro.text.baselines.most_frequent_tag_f1`)."""
+    if task == "ptb":
+        corpus = load_ptb()
+        train = corpus.train[: int(settings.ptb_fraction * corpus.train.numel())]
+        return unigram_perplexity(train, head(corpus.test, settings.ptb_test_tokens), len(corpus.vocab))
+    data = load_conll2003()
+    n, m = int(settings.conll_fraction * len(data["train"].words)), settings.conll_eval_sentences or None
+    return most_frequent_tag_f1(Tagged(data["train"].words[:n], data["train"].tags[:n]),
+                                Tagged(data["test"].words[:m], data["test"].tags[:m]))
+
+
+def learned(results: pd.DataFrame, task: str, floor: float) -> Measurement:
+    """C5 and C6's power check: how far the worse of the two compared models (standard and structured dropout, the
+    worst seed) stands from the floor (:func:`floor_baseline`): ``floor / perplexity`` for PTB (> 1: it beats the
+    unigram model), ``F1 - floor`` for CoNLL (> 0: it beats the most-frequent-tag tagger)."""
+    test = results[(results.task == task) & results["mode"].isin([LABELS["standard"], LABELS["structured"]])].test
+    if task == "ptb":
+        return Measurement(floor / float(test.max()), note=f"unigram {floor:.1f}, worst model {test.max():.1f}")
+    return Measurement(float(test.min()) - floor, note=f"baseline {floor:.1f}, worst tagger {test.min():.1f}")
 
 
 def parity_claim(results: pd.DataFrame, task: str) -> Measurement:
