@@ -82,7 +82,7 @@ PAPERS: tuple[Paper, ...] = (
     Paper("pifs_rec", "PIFS-Rec: Process-In-Fabric-Switch for Large-Scale Recommendation System Inferences",
           "MICRO 2024", "https://arxiv.org/abs/2409.16633", "Recommendation",
           figures=("host_anchor", "characterisation", "breakdown", "comparison", "ablation", "scalability",
-                   "assumption_buffer_mib", "assumption_device_link_lanes")),
+                   "assumption_buffer_mib", "assumption_device_link_lanes", "assumption_beacon_adder_gb_s")),
     Paper("grad_sparsity", "Exploiting Activation based Gradient Output Sparsity to Accelerate Backpropagation in CNNs",
           "arXiv 2021", "https://arxiv.org/abs/2109.07710", "Training efficiency",
           figures=("sparsity_over_training", "macs_saved", "speedups", "cpu_data_gradient", "correlation")),

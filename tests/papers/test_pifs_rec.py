@@ -78,6 +78,7 @@ def test_an_assumption_sets_the_system_field_it_names():
     assert pifs_rec.assumed("buffer_mib", 64.0) == {"buffer_bytes": 64 * 2**20}
     wider = pifs_rec.assumed("device_link_lanes", 16)["downstream_bytes_per_s"]
     assert wider == pytest.approx(2 * cxl.System.downstream_bytes_per_s)
+    assert pifs_rec.assumed("beacon_adder_gb_s", 16.0) == {"device_adder_bytes_per_s": 16e9}
     assert pifs_rec.SWITCH_BUFFER.central == pifs_rec.PRESETS["default"]["buffer_mib"]
     with pytest.raises(ValueError, match="assumption must be one of"):
         pifs_rec.assumed("host_cores", 4)

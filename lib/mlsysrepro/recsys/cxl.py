@@ -40,7 +40,8 @@ class System:
     per channel and 32 banks per rank, with tRCD + tCL + tRP of about 46 ns; local load-to-use is about 110 ns, a
     direct CXL expander about 190 ns and one switch level about 90 ns more (Pond, ASPLOS 2023). A core keeps about
     10 misses in flight (its line fill buffers). The switch's pooling unit (64 B per cycle at 1 GHz per downstream
-    port), its buffer (4 MiB SRAM, 20 ns) and the device's near-memory adder are assumptions, not the paper's."""
+    port), its buffer (4 MiB SRAM, 20 ns) and the device's near-memory adder (BEACON's; as fast as the switch's
+    pooling unit, which favours BEACON) are assumptions, not the paper's."""
 
     devices: int = 8
     hosts: int = 1
@@ -57,6 +58,7 @@ class System:
     host_outstanding: int = 10
     host_add_s_per_row: float = 20e-9
     adder_bytes_per_s: float = 64e9
+    device_adder_bytes_per_s: float = 64e9
     buffer_bytes: int = 4 * 2**20
     buffer_hit_s: float = 20e-9
     buffer_ways: int = 16
@@ -261,7 +263,7 @@ def simulate(lookups: Lookups, system: System, design: Design, hits: np.ndarray 
         c = stage("host to switch", np.zeros(parts.size), command / up, part_host, system.hosts) + system.host_hop_s
         c = stage("switch to devices", c, command / down, part_device, system.devices) + system.device_hop_s
         t = dram(c[part_of], np.ones(n, dtype=bool))
-        t = stage("pooling units", t, row_bytes / system.adder_bytes_per_s, device, system.devices)
+        t = stage("pooling units", t, row_bytes / system.device_adder_bytes_per_s, device, system.devices)
         partial = completion(t, part_of, parts.size)
         p = stage("devices to switch", partial, row_bytes / down, part_device, system.devices) + system.device_hop_s
         p = stage("switch to host", p, row_bytes / up, part_host, system.hosts) + system.host_hop_s
