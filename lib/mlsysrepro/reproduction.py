@@ -25,7 +25,7 @@ import nbformat
 from .catalog import PAPERS, TEMPLATE, Paper
 from .core import paths
 from .core.claims import (ANALOGUE, CONSISTENCY, FAILS, FINDING, HOLDS, INCONCLUSIVE, MIN_BOOTSTRAP_SETTINGS,
-                          NOT_TESTABLE, PAPER_CLAIM, VERDICTS)
+                          NOT_TESTABLE, PAPER_CLAIM, VERDICTS, declaration_changes)
 
 FINDING_TAG = "finding:"
 LISTING_TAG = "listing:"
@@ -37,12 +37,21 @@ STABILITY_RUNS = 5
 
 
 def _results(paper: Paper) -> dict | None:
-    """The paper's committed results, None if it has none or its last run failed (its folder then still holds
-    the run before, which no longer describes the notebook)."""
+    """The paper's committed results, None if it has none, its last run failed (its folder then still holds the
+    run before, which no longer describes the notebook) or its claims changed since that run (:func:`stale`)."""
     path = paper.results_path()
-    if not path.exists() or last_run_failed(paper):
+    if not path.exists() or last_run_failed(paper) or stale(paper):
         return None
     return json.loads(path.read_text())
+
+
+def stale(paper: Paper) -> list[str]:
+    """What changed in the paper's declared claims since its committed run judged them
+    (:func:`mlsysrepro.core.claims.declaration_changes`): such verdicts are not served; the notebook must be rerun."""
+    path = paper.results_path()
+    if not path.exists():
+        return []
+    return declaration_changes(paper.module().CLAIMS, json.loads(path.read_text())["claims"])
 
 
 def last_run_failed(paper: Paper) -> bool:
@@ -77,6 +86,8 @@ def status(paper: Paper, results: dict | None) -> str:
         return "planned"
     if last_run_failed(paper):
         return "failed in its last run"
+    if stale(paper):
+        return "claims changed since its last run: rerun it"
     if results is None:
         return "not run"
     counts = tally(results)

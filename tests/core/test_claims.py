@@ -446,3 +446,17 @@ def test_a_timing_claim_near_its_threshold_is_timed_again_with_more_rounds():
     assert calls == [1]  # clear of the threshold: measured once
     once = claim(at_least(1.0), timing=True)
     assert remeasured(once, measure).interval == (0.98, 1.1)
+
+
+def test_a_saved_run_is_stale_where_a_declaration_changed(tmp_path, monkeypatch):
+    from mlsysrepro.core.claims import FINDING, declaration_changes
+
+    claims = (powered(id="C1"), claim(below(1.0), id="C2", assumptions=(BUFFER,)))
+    report = make_report(tmp_path, monkeypatch, claims)
+    report.judge("C1", Measurement(0.5).given(costs=0.5))
+    grid = {v: Measurement(0.5) for v in (1, 4, 64)}
+    report.judge("C2", grid[4].over("buffer_mib", grid))
+    saved = json.loads(report.save().read_text())["claims"]
+    assert declaration_changes(claims, saved) == []
+    changed = (claim(id="C1"), claim(below(1.0), id="C2", kind=FINDING), claim(id="C3"))
+    assert declaration_changes(changed, saved) == ["C3 is new", "C1's power checks", "C2's kind", "C2's assumptions"]

@@ -396,6 +396,35 @@ def verdict(claim: Claim, measurement: Measurement, powered: bool = True) -> tup
     return result, "; ".join(why)
 
 
+def rule_text(claim: Claim) -> str:
+    """The rule as results.json records it: the rule's text, and the share of settings for a claim over several."""
+    return claim.rule.text + (f" on >= {claim.min_share:.0%} of settings and for the median"
+                              if claim.min_share is not None else "")
+
+
+def declaration_changes(claims: Sequence[Claim], judged: Sequence[Mapping[str, Any]]) -> list[str]:
+    """How the declared ``claims`` differ from the claims a saved run ``judged`` (its results.json): ids added or
+    removed, a changed kind, statement, unit or rule, power checks or assumptions the run did not measure. Empty
+    when the run judged exactly what is declared now."""
+    saved = {c["id"]: c for c in judged}
+    changes = [f"{c.id} is new" for c in claims if c.id not in saved]
+    changes += [f"{i} is no longer declared" for i in saved if i not in {c.id for c in claims}]
+    for claim in claims:
+        old = saved.get(claim.id)
+        if old is None:
+            continue
+        for name, now in (("kind", claim.kind), ("statement", claim.statement), ("unit", claim.unit),
+                          ("rule", rule_text(claim))):
+            if old.get(name) != now:
+                changes.append(f"{claim.id}'s {name}")
+        if old.get("verdict") != NOT_TESTABLE or old.get("preconditions"):
+            if set(old.get("preconditions", {})) != {pre.id for pre in claim.preconditions}:
+                changes.append(f"{claim.id}'s power checks")
+            if {e["assumption"] for e in old.get("robustness", [])} != {a.name for a in claim.assumptions}:
+                changes.append(f"{claim.id}'s assumptions")
+    return changes
+
+
 def unmet_preconditions(claim: Claim, measurement: Measurement) -> list[str]:
     """The claim's power preconditions that ``measurement`` does not meet, each in words with its numbers; a
     declared precondition left unmeasured is an error (the notebook must measure it)."""
@@ -675,8 +704,7 @@ class Report:
             "where": claim.where,
             "paper_value": round_floats(claim.paper_value),
             "unit": claim.unit,
-            "rule": claim.rule.text + (f" on >= {claim.min_share:.0%} of settings and for the median"
-                                       if claim.min_share is not None else ""),
+            "rule": rule_text(claim),
             "over": claim.over,
             "measured": round_floats(measurement.value),
             "interval": round_floats(measurement.interval),
