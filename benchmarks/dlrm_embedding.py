@@ -8,7 +8,7 @@ timed in the same process.
    with the speed-up over the baseline as the median of interleaved rounds' ratios. FBGEMM's table-batched
    embedding is the peer a production user would pick: it is timed where it loads, and the script prints why not
    otherwise.
-2. **The L2 model.** One batch's rows through the A100 L2 model (:func:`mlsysrepro.recsys.l2.simulate`,
+2. **The L2 model.** One batch's rows of each trace through the A100 L2 model (:func:`mlsysrepro.recsys.l2.simulate`,
    vectorised over sets) against a per-access LRU in plain Python (an ``OrderedDict`` per set), the hit rates
    compared.
 
@@ -67,17 +67,18 @@ def main() -> None:
         speedups = ratios(timings, "baseline")
         cells = ", ".join(f"{v} {timings[v].median * 1e3:.1f} ms ({speedups[v].median:.2f}x)" for v in VARIANTS)
         print(f"  {name:7s} {cells}")
-    print("\n2. L2 model, one batch of the medium trace through the A100 L2 (40 MB, 16 ways), cold")
-    rows = traces.batches(traces.load_trace("medium"), args.batch, args.pooling, 1)[0][0].numpy()
+    print("\n2. L2 model, one batch of each trace through the A100 L2 (40 MB, 16 ways), cold")
     cache = A100_40GB.l2
     sets = cache.sets // 4
-    timings = interleaved({"per-access loop": lambda: per_access_lru(rows, sets, cache.ways),
-                           "vectorised over sets": lambda: row_hits(rows, 128, cache)}, 3)
-    speedup = ratios(timings, "per-access loop")["vectorised over sets"]
-    same = (per_access_lru(rows, sets, cache.ways) == row_hits(rows, 128, cache)).all()
-    print(f"  {rows.size:,} row accesses: per-access loop {timings['per-access loop'].median:.2f} s, vectorised "
-          f"{timings['vectorised over sets'].median:.2f} s ({speedup.median:.1f}x); same hits: {bool(same)}")
-
+    for name in traces.TRACES:
+        rows = traces.batches(traces.load_trace(name), args.batch, args.pooling, 1)[0][0].numpy()
+        timings = interleaved({"per-access loop": lambda: per_access_lru(rows, sets, cache.ways),
+                               "vectorised over sets": lambda: row_hits(rows, 128, cache)}, 3)
+        speedup = ratios(timings, "per-access loop")["vectorised over sets"]
+        same = (per_access_lru(rows, sets, cache.ways) == row_hits(rows, 128, cache)).all()
+        print(f"  {name:7s} {rows.size:,} row accesses: per-access loop {timings['per-access loop'].median:.3f} s, "
+              f"vectorised {timings['vectorised over sets'].median:.3f} s ({speedup.median:.1f}x "
+              f"[{speedup.interval[0]:.1f}, {speedup.interval[1]:.1f}]); same hits: {bool(same)}")
 
 if __name__ == "__main__":
     main()

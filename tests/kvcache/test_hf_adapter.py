@@ -52,3 +52,19 @@ def test_budgets_hold_inside_a_huggingface_model(model, policy):
     logits = decode(model, tokens, HFCache(inner, model))
     assert torch.equal(inner.held(), budgets[:, None, :].expand(-1, 2, -1))
     assert torch.isfinite(logits).all()
+
+
+@torch.no_grad()
+def test_our_llama_copied_into_huggingface_computes_the_same_logits():
+    from mlsysrepro.kvcache.hf import to_huggingface
+    from mlsysrepro.transformer.llama import Llama, LlamaConfig
+
+    torch.manual_seed(0)
+    ours = Llama(LlamaConfig(vocab=50, dim=32, layers=2, heads=4, kv_heads=2, ffn=64)).double().eval()
+    tokens = torch.randint(0, 50, (2, 12), generator=torch.Generator().manual_seed(3))
+    hf = to_huggingface(ours)
+    torch.testing.assert_close(hf(tokens).logits, ours(tokens), rtol=0, atol=1e-6)
+    cache = FullCache()
+    prefill = ours(tokens[:, :8], cache=cache)
+    step = ours(tokens[:, 8:9], torch.full((2, 1), 8), cache)
+    torch.testing.assert_close(torch.cat((prefill, step), 1), hf(tokens[:, :9]).logits, rtol=0, atol=1e-6)

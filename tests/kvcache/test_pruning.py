@@ -10,7 +10,7 @@ from mlsysrepro.kvcache.cache import BudgetedCache
 from mlsysrepro.kvcache.policies import TemporalThreshold
 from mlsysrepro.kvcache.pruners import AsymVLM, Oracle, RelevanceScorer, Teacher, spread_order
 from mlsysrepro.kvcache.pruning import AdaptiveBudget, PruningPlan, pruned_prefill, text_to_vision_relevance
-from mlsysrepro.kvcache.scoring import make_scorer
+from mlsysrepro.kvcache.scoring import Observation, make_scorer
 from mlsysrepro.transformer.flops import prefill_flops
 from mlsysrepro.transformer.llama import LlamaConfig
 from mlsysrepro.transformer.vlm import TinyVLM, VLMConfig
@@ -82,7 +82,7 @@ def test_the_oracle_keeps_the_relevant_patches(model, inputs):
     relevance = torch.zeros(len(inputs[0]), N)
     relevance[:, [3, 9, 12]] = 1
     plan = PruningPlan(Oracle(relevance=relevance), ((0, 3),))
-    score = plan.pruner.accumulate(torch.zeros(5, 1, N), type("Seen", (), {"weights": torch.rand(5, 1, 1, N)})())
+    score = plan.pruner.accumulate(torch.zeros(5, 1, N), Observation(paid=torch.rand(5, 1, N)))
     keep = plan.pruner.select(score[:, 0], torch.arange(N).expand(5, -1), 3)
     assert keep.tolist() == [[3, 9, 12]] * 5
 

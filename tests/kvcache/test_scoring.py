@@ -10,6 +10,8 @@ from mlsysrepro.kvcache.policies import H2O, SnapKV, StreamingLLM
 from mlsysrepro.kvcache.scoring import (SCORERS, Observation, TokenScorer, keep_mask, make_scorer, ranked,
                                         register_scorer)
 
+from .conftest import observe_weights
+
 
 def test_keep_mask_keeps_the_protected_tokens_then_the_highest_priority_within_the_budget():
     positions = torch.arange(10).expand(1, 2, 10).clone()
@@ -37,9 +39,11 @@ def test_the_budgeted_cache_keeps_what_keep_mask_selects(policy):
     cache = BudgetedCache(budgets, policy)
     k = torch.randn(2, 2, s, 4, generator=g, dtype=torch.float64)
     cache.update(0, k, k, torch.arange(s).expand(2, s))
-    cache.observe(0, weights)
+    observe_weights(cache, 0, weights)
     positions = torch.arange(s).expand(2, 2, s)
-    score = policy.accumulate(torch.zeros(2, 2, s, dtype=torch.float64), Observation(weights, prefill=True))
+    query_weights = policy.query_weights(s, True)
+    paid = None if query_weights is None else (weights * query_weights.double()[:, None]).sum(2)
+    score = policy.accumulate(torch.zeros(2, 2, s, dtype=torch.float64), Observation(paid, prefill=True, queries=s))
     expected = keep_mask(policy, score, positions, budgets[0])
     for b in range(2):
         for h in range(2):
@@ -64,7 +68,7 @@ def test_a_registered_scorer_runs_inside_the_cache_by_name():
         cache = BudgetedCache(torch.tensor([[3]]), scorer)
         k = torch.randn(1, 1, 8, 4)
         cache.update(0, k, k, torch.arange(8)[None])
-        cache.observe(0, torch.rand(1, 1, 8, 8))
+        observe_weights(cache, 0, torch.rand(1, 1, 8, 8))
         held = cache.positions[0][0, 0]
         assert sorted(held[held >= 0].tolist()) == [0, 1, 2]
         with pytest.raises(ValueError, match="already registered"):

@@ -30,9 +30,19 @@ def test_pins_beyond_a_sets_share_are_not_kept():
     assert hits.tolist() == [True, False]
 
 
-def test_matches_a_per_access_reference_on_a_random_stream():
-    rng = np.random.default_rng(0)
-    keys = rng.zipf(1.3, size=3000) % 97
+def zipf_stream(size: int = 3000) -> np.ndarray:
+    return np.random.default_rng(0).zipf(1.3, size=size) % 97
+
+
+def runs_stream() -> np.ndarray:
+    """Runs of one key (collapsed by the simulator before its rounds) between other keys of the same sets."""
+    base = zipf_stream(600)
+    return np.repeat(base, np.random.default_rng(1).integers(1, 6, size=base.size))
+
+
+@pytest.mark.parametrize("make_keys", [zipf_stream, runs_stream], ids=["zipf", "runs"])
+def test_matches_a_per_access_reference(make_keys):
+    keys = make_keys()
     sets, ways = 8, 3
     cache = [[] for _ in range(sets)]  # most recent last
     expected = []

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from mlsysrepro.kvcache.cache import FullCache
-from mlsysrepro.transformer.llama import LlamaConfig, rotate
+from mlsysrepro.transformer.llama import LlamaConfig, attend, rotate
 
 CFG = LlamaConfig(vocab=50, dim=32, layers=2, heads=4, kv_heads=2, ffn=64)
 
@@ -62,15 +62,18 @@ class MaskingCache(FullCache):
         return keys, values, pos
 
 
-class EvictingCache(FullCache):
+class EvictingCache:
     """Really removes the same entries, so the survivors move to other slots."""
 
     def __init__(self, evicted):
-        super().__init__()
         self.evicted = evicted
+        self.keys, self.values, self.positions = {}, {}, {}
 
     def update(self, layer, k, v, positions):
-        keys, values, pos = super().update(layer, k, v, positions)
+        pos = positions[:, None, :].expand(k.shape[0], k.shape[1], -1)
+        if layer in self.keys:
+            k, v = torch.cat((self.keys[layer], k), 2), torch.cat((self.values[layer], v), 2)
+            pos = torch.cat((self.positions[layer], pos), 2)
         drop = pos < 0  # the empty slots of the last step go too
         for lay, head, p in self.evicted:
             if lay == layer and p < positions.min():
@@ -80,8 +83,14 @@ class EvictingCache(FullCache):
         order = torch.sort((~drop).to(torch.int8), dim=-1, stable=True).indices[..., -keep:]
         gather = lambda t: torch.gather(t, 2, order[..., None].expand(*order.shape, t.shape[-1]))
         kept_pos = torch.gather(torch.where(drop, -1, pos), 2, order)
-        self.keys[layer], self.values[layer], self.positions[layer] = gather(keys), gather(values), kept_pos
+        self.keys[layer], self.values[layer], self.positions[layer] = gather(k), gather(v), kept_pos
         return self.keys[layer], self.values[layer], kept_pos
+
+    def query_weights(self, layer, queries):
+        return None
+
+    def observe(self, layer, paid):
+        pass
 
 
 @torch.no_grad()
@@ -96,23 +105,62 @@ def test_rope_positions_survive_eviction(model, tokens):
 
 
 class Recorder(FullCache):
-    def __init__(self):
-        super().__init__()
-        self.seen = []
+    """Asks for the attention of one query (``chosen``) and records what it paid."""
 
-    def observe(self, layer, weights):
-        self.seen.append((layer, weights))
+    def __init__(self, chosen):
+        super().__init__()
+        self.chosen, self.seen = chosen, []
+
+    def query_weights(self, layer, queries):
+        return torch.nn.functional.one_hot(torch.tensor(self.chosen), queries).double()
+
+    def observe(self, layer, paid):
+        self.seen.append((layer, paid))
 
 
 @torch.no_grad()
-def test_the_cache_observes_causal_weights_per_query_head(model, tokens):
-    cache = Recorder()
+def test_the_cache_observes_causal_attention_per_query_head(model, tokens):
+    cache = Recorder(chosen=2)
     model(tokens[:, :5], cache=cache)
     assert [layer for layer, _ in cache.seen] == list(range(CFG.layers))
-    weights = cache.seen[0][1]
-    assert weights.shape == (2, CFG.heads, 5, 5)
-    torch.testing.assert_close(weights.sum(-1), torch.ones(2, CFG.heads, 5, dtype=torch.float64))
-    assert (weights.triu(1) == 0).all()  # no query sees a later key
+    paid = cache.seen[0][1]
+    assert paid.shape == (2, CFG.heads, 5)
+    torch.testing.assert_close(paid.sum(-1), torch.ones(2, CFG.heads, dtype=torch.float64))
+    assert (paid[..., 3:] == 0).all()  # query 2 sees no later key
+    assert (paid[..., :3] > 0).all()
+
+
+def test_attend_matches_written_out_attention_over_a_cache_with_holes():
+    """The fused path, with a position mask and grouped query heads, against the textbook formula; the paid
+    attention against the weights summed with the queries' weights."""
+    g = torch.Generator().manual_seed(0)
+    b, heads, kv_heads, t, s, d = 2, 4, 2, 3, 7, 8
+    q = torch.randn(b, heads, t, d, generator=g, dtype=torch.float64)
+    keys = torch.randn(b, kv_heads, s, d, generator=g, dtype=torch.float64)
+    values = torch.randn(b, kv_heads, s, d, generator=g, dtype=torch.float64)
+    key_pos = torch.tensor([0, 1, 2, -1, 4, 5, 6]).repeat(b, kv_heads, 1)
+    key_pos[1, 0, 1] = -1  # a hole in one head of one sequence only
+    positions = torch.tensor([4, 5, 6]).expand(b, t)
+    query_weights = torch.tensor([0.5, 0.0, 2.0], dtype=torch.float64)
+    context, paid = attend(q, keys, values, key_pos, positions, d ** -0.5, query_weights)
+    per_head = lambda x: x.repeat_interleave(heads // kv_heads, 1)
+    visible = (per_head(key_pos)[:, :, None] >= 0) & (per_head(key_pos)[:, :, None] <= positions[:, None, :, None])
+    weights = (q @ per_head(keys).transpose(-1, -2) * d ** -0.5).masked_fill(~visible, float("-inf")).softmax(-1)
+    torch.testing.assert_close(context, weights @ per_head(values))
+    torch.testing.assert_close(paid, (weights * query_weights[:, None]).sum(2))
+    assert attend(q, keys, values, key_pos, positions, d ** -0.5)[1] is None
+
+
+def test_the_full_cache_grows_without_losing_entries():
+    cache = FullCache()
+    written = [torch.full((1, 2, n, 4), float(i)) for i, n in enumerate([10, 1, 30, 1])]
+    start = 0
+    for k in written:
+        keys, values, pos = cache.update(0, k, k, torch.arange(start, start + k.shape[2])[None])
+        start += k.shape[2]
+    torch.testing.assert_close(keys, torch.cat(written, 2))
+    assert pos.tolist()[0][0] == list(range(42)) and cache.entries() == 2 * 42
+    assert cache.held_bytes() == 2 * 2 * 42 * 4 * 4 < cache.allocated_bytes()
 
 
 def test_bad_shapes_are_refused():

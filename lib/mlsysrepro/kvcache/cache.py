@@ -4,7 +4,8 @@
 
 1. ``update`` appends the new keys, values and positions to what the layer holds and returns them all: the new
    queries attend to every kept entry and to each other (a prefill sees its whole prompt);
-2. ``observe`` receives those attention weights, lets the policy fold them into each entry's score
+2. ``query_weights`` asks the policy whose attention it reads, and ``observe`` receives that attention (summed
+   over the queries; None for a policy that reads none), lets the policy fold it into each entry's score
    (:mod:`.policies`), and then every head that holds more than its budget keeps its protected entries (sinks,
    recent window) and its highest-priority ones up to the budget.
 
@@ -29,33 +30,50 @@ from .scoring import Observation, ranked
 
 
 class FullCache:
-    """Keeps every key and value: the reference that compressed caches are compared with."""
+    """Keeps every key and value: the reference that compressed caches are compared with. Each layer's tensors are
+    allocated ahead and double when full, so appending a decoded token copies nothing; it reads no attention."""
 
     def __init__(self):
-        self.keys: dict[int, torch.Tensor] = {}
+        self.keys: dict[int, torch.Tensor] = {}  # (B, kv_heads, capacity, d)
         self.values: dict[int, torch.Tensor] = {}
-        self.positions: dict[int, torch.Tensor] = {}
+        self.positions: dict[int, torch.Tensor] = {}  # (B, kv_heads, capacity)
+        self.length: dict[int, int] = {}  # entries held per head
 
     def update(self, layer, k, v, positions):
-        pos = positions[:, None, :].expand(k.shape[0], k.shape[1], positions.shape[1])
-        if layer in self.keys:
-            k = torch.cat((self.keys[layer], k), dim=2)
-            v = torch.cat((self.values[layer], v), dim=2)
-            pos = torch.cat((self.positions[layer], pos), dim=2)
-        self.keys[layer], self.values[layer], self.positions[layer] = k, v, pos
-        return k, v, pos
+        b, h, t, d = k.shape
+        held = self.length.get(layer, 0)
+        if layer not in self.keys or held + t > self.keys[layer].shape[2]:
+            capacity = max(2 * (held + t), 16)
+            keys, values = k.new_empty(b, h, capacity, d), v.new_empty(b, h, capacity, v.shape[-1])
+            pos = positions.new_full((b, h, capacity), -1)
+            if held:
+                keys[:, :, :held], values[:, :, :held] = self.keys[layer][:, :, :held], self.values[layer][:, :, :held]
+                pos[:, :, :held] = self.positions[layer][:, :, :held]
+            self.keys[layer], self.values[layer], self.positions[layer] = keys, values, pos
+        end = self.length[layer] = held + t
+        self.keys[layer][:, :, held:end] = k
+        self.values[layer][:, :, held:end] = v
+        self.positions[layer][:, :, held:end] = positions[:, None, :]
+        return self.keys[layer][:, :, :end], self.values[layer][:, :, :end], self.positions[layer][:, :, :end]
 
-    def observe(self, layer, weights):
+    def query_weights(self, layer, queries):
+        return None
+
+    def observe(self, layer, paid):
         pass
 
     def entries(self) -> int:
         """Cached (key, value) pairs over all layers, heads and sequences."""
-        return sum(p.numel() for p in self.positions.values())
+        return sum(self.positions[layer][:, :, :n].numel() for layer, n in self.length.items())
+
+    def held_bytes(self) -> int:
+        """Bytes of the keys and values held."""
+        return sum(self.keys[layer][:, :, :n].nbytes + self.values[layer][:, :, :n].nbytes
+                   for layer, n in self.length.items())
 
     def allocated_bytes(self) -> int:
+        """Bytes of the key and value tensors, the room to grow included."""
         return sum(t.nbytes for d in (self.keys, self.values) for t in d.values())
-
-    held_bytes = allocated_bytes
 
 
 class BudgetedCache:
@@ -93,7 +111,7 @@ class BudgetedCache:
             v = torch.cat((self.values[layer][:, :, :w], v), dim=2)
             pos = torch.cat((self.positions[layer][:, :, :w], pos), dim=2)
             score = torch.cat((self.scores[layer][:, :, :w], score), dim=2)
-        self._pending[layer] = (k, v, pos, score, prefill)
+        self._pending[layer] = (k, v, pos, score, prefill, t)
         return k, v, pos
 
     def _write_in_place(self, layer, k, v, pos):
@@ -112,15 +130,20 @@ class BudgetedCache:
         self._pending[layer] = pos  # the new token's position: "now" for the recent window
         return keys[:, :, :w], values[:, :, :w], positions[:, :, :w]
 
-    def observe(self, layer, weights):
+    def query_weights(self, layer, queries):
+        """The policy's, for these queries (at prefill when the layer held nothing before)."""
+        pending = self._pending[layer]
+        return self.policy.query_weights(queries, not isinstance(pending, torch.Tensor) and pending[4])
+
+    def observe(self, layer, paid):
         pending = self._pending.pop(layer)
-        heads = self.budgets.shape[1]
-        weights = weights.unflatten(1, (heads, -1)).sum(2)  # pool the query heads of each KV head
+        if paid is not None:
+            paid = paid.unflatten(1, (self.budgets.shape[1], -1)).sum(2)  # pool the query heads of each KV head
         if isinstance(pending, torch.Tensor):
-            self._evict_one(layer, weights, now=pending)
+            self._evict_one(layer, paid, now=pending)
             return
-        k, v, pos, score, prefill = pending
-        score = self.policy.accumulate(score, Observation(weights, prefill))
+        k, v, pos, score, prefill, queries = pending
+        score = self.policy.accumulate(score, Observation(paid, prefill, queries=queries))
         held = (pos >= 0).sum(-1)  # (B, H)
         budgets = self.budgets[layer]
         over = (held.sum(-1) > budgets.sum()).any() if self.pooled else (held > budgets).any()
@@ -142,14 +165,14 @@ class BudgetedCache:
         """The policy's priority, +inf for protected entries (sinks, recent window), -inf for empty slots."""
         return ranked(self.policy, score, pos, *self._protected[layer])
 
-    def _evict_one(self, layer, weights, now):
+    def _evict_one(self, layer, paid, now):
         """After a decoding step a head holds at most one entry over its budget. Such a head drops its
         ``slack[layer]`` lowest-priority entries that are neither sinks nor in the recent window (as
         :meth:`_priority`, in fewer operations), so the next ``slack - 1`` tokens go into freed slots and nothing
         is ranked until the head is over again."""
         w = self.width[layer]
         pos, stored = self.positions[layer][:, :, :w], self.scores[layer][:, :, :w]
-        score = self.policy.accumulate(stored, Observation(weights))
+        score = self.policy.accumulate(stored, Observation(paid, queries=1))
         if score is not stored:  # a policy that did not update in place
             stored.copy_(score)
         over = self.count[layer] > self.budgets[layer][:, None]  # (B, H, 1)

@@ -52,8 +52,11 @@ class H2O(TokenScorer):
     def protected(self, budgets):
         return split_protected(budgets, torch.zeros_like(budgets), (budgets * self.recent_fraction).long())
 
+    def query_weights(self, queries, prefill):
+        return torch.ones(queries)
+
     def accumulate(self, score, seen):
-        return score.add_(seen.weights.sum(2))
+        return score.add_(seen.paid)
 
     def priority(self, score, positions):
         return score
@@ -69,16 +72,23 @@ class SnapKV(TokenScorer):
     def protected(self, budgets):
         return split_protected(budgets, torch.zeros_like(budgets), torch.full_like(budgets, self.window))
 
+    def query_weights(self, queries, prefill):
+        """At prefill the votes of the last ``window`` queries (the observation window); then every query."""
+        weights = torch.ones(queries)
+        if prefill:
+            weights[:max(0, queries - self.window)] = 0
+        return weights
+
     def accumulate(self, score, seen):
         if seen.prefill:
-            votes = seen.weights[:, :, -self.window:].sum(2)
+            votes = seen.paid
             prefix = votes.shape[-1] - self.window
             if prefix <= 0:  # the whole prompt is the window, which is kept anyway
                 return votes
             # the window's own keys take no part in the pooling: they would lend their votes to their neighbours
             pooled = F.avg_pool1d(votes[..., :prefix], self.kernel, stride=1, padding=self.kernel // 2)
             return torch.cat([pooled, votes[..., prefix:]], dim=-1)
-        return score.mul_(1 - 1 / self.window).add_(seen.weights.sum(2))
+        return score.mul_(1 - 1 / self.window).add_(seen.paid)
 
     def priority(self, score, positions):
         return score
@@ -112,11 +122,12 @@ class TemporalThreshold(TokenScorer):
         return split_protected(budgets, torch.full_like(budgets, self.vision + self.sinks),
                                torch.full_like(budgets, self.recent))
 
+    def query_weights(self, queries, prefill):
+        """The T queries folded in order: query t weighs ``(1 - decay) * decay^(T-1-t)``, the last the most."""
+        return (1 - self.decay) * self.decay ** torch.arange(queries - 1, -1, -1, dtype=torch.float64)
+
     def accumulate(self, score, seen):
-        weights = seen.weights  # (B, H, T, S): fold the T queries in order
-        t = weights.shape[2]
-        age = self.decay ** torch.arange(t - 1, -1, -1, dtype=weights.dtype)  # the last query weighs most
-        return score.mul_(self.decay ** t).add_((1 - self.decay) * (weights * age[:, None]).sum(2))
+        return score.mul_(self.decay ** seen.queries).add_(seen.paid)
 
     def priority(self, score, positions):
         held = positions >= 0

@@ -91,8 +91,11 @@ class _LastQueryAttention(FullCache):
         super().__init__()
         self.last: dict[int, torch.Tensor] = {}
 
-    def observe(self, layer, weights):
-        self.last[layer] = weights[:, :, -1]  # (B, heads, S)
+    def query_weights(self, layer, queries):
+        return torch.arange(queries) == queries - 1  # the last query only
+
+    def observe(self, layer, paid):
+        self.last[layer] = paid  # (B, heads, S)
 
 
 @torch.no_grad()

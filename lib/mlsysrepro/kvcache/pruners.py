@@ -95,7 +95,7 @@ class AttentionPruner(VisionPruner):
     """Ranks the vision tokens by the attention the signal it ``reads`` paid them (summed over its queries)."""
 
     def accumulate(self, score, seen):
-        return seen.weights.sum(2)
+        return seen.paid
 
 
 @register_scorer
@@ -186,7 +186,7 @@ class Oracle(GivenRelevance):
     reads: ClassVar[str] = "cls"
 
     def accumulate(self, score, seen):
-        return self.given(score) + seen.weights.sum(2)
+        return self.given(score) + seen.paid
 
 
 @register_scorer

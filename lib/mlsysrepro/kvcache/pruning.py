@@ -142,9 +142,9 @@ def _observe(plan: PruningPlan, previous: tuple | None, x: torch.Tensor, n_visio
     if reads in ("last", "text"):
         block, before, positions = previous
         weights = text_attention(block, before, positions, n_vision, last_only=reads == "last")
-        return Observation(weights=weights)
+        return Observation(paid=weights.sum(2), queries=weights.shape[2])
     if reads == "cls":
-        return Observation(weights=cls[:, None, None], states=x[:, :n_vision], query=x[:, n_vision:])
+        return Observation(paid=cls[:, None], queries=1, states=x[:, :n_vision], query=x[:, n_vision:])
     return Observation(states=x[:, :n_vision], query=x[:, n_vision:])
 
 
@@ -216,7 +216,7 @@ def pruned_prefill(model: TinyVLM, pixels: torch.Tensor, question: torch.Tensor,
 
 class _AttentionRecorder:
     """A cache that keeps everything (like :class:`.cache.FullCache`) and sums, over layers, the attention the
-    tokens after the first ``n_vision`` pay the first ``n_vision``."""
+    tokens after the first ``n_vision`` pay the first ``n_vision`` (averaged over the heads)."""
 
     def __init__(self, n_vision: int):
         self.full, self.n_vision, self.total = FullCache(), n_vision, None
@@ -224,8 +224,11 @@ class _AttentionRecorder:
     def update(self, layer, k, v, positions):
         return self.full.update(layer, k, v, positions)
 
-    def observe(self, layer, weights):
-        paid = weights[:, :, self.n_vision:, :self.n_vision].mean(1).sum(1)  # (B, N): over heads, then text queries
+    def query_weights(self, layer, queries):
+        return (torch.arange(queries) >= self.n_vision).double()  # the text queries
+
+    def observe(self, layer, paid):
+        paid = paid[:, :, :self.n_vision].mean(1)  # (B, N)
         self.total = paid if self.total is None else self.total + paid
 
 

@@ -7,10 +7,12 @@ vision-token pruner, say) is a scorer whose score reads the tokens' states inste
 "presses": one contract, one small class per method, registered by name (:func:`register_scorer`,
 :func:`make_scorer`).
 
-A scorer answers three questions (each has a default, so a method overrides only what it changes):
+A scorer answers four questions (each has a default, so a method overrides only what it changes):
 
 - :meth:`TokenScorer.protected`: per head, how many sink tokens (the first positions) and recent tokens are kept
   whatever their score, for the heads' budgets;
+- :meth:`TokenScorer.query_weights`: whose attention it reads, a weight per new query (None: none; then the
+  model never writes out attention weights and runs its fused kernel);
 - :meth:`TokenScorer.accumulate`: the running score of every token after one more :class:`Observation` (the
   attention the new queries paid, or the tokens' hidden states);
 - :meth:`TokenScorer.priority`: what unprotected tokens are ranked by, higher kept.
@@ -31,14 +33,16 @@ import torch
 class Observation:
     """What a scorer may read at one step.
 
-    ``weights``: (B, H, T, S) attention that the T new queries paid each of the S tokens, summed over the query
-    heads that share a KV head (None for a scorer used before any attention). ``prefill``: these are the first
-    tokens of the sequences. ``states``: (B, S, D) hidden states of the scored tokens, for scorers that read
+    ``paid``: (B, H, S) attention that the new queries paid each of the S tokens, weighted per query by the
+    scorer's :meth:`TokenScorer.query_weights`, summed over those queries and over the query heads that share a
+    KV head (None for a scorer that reads no attention). ``queries``: how many new queries there were (T).
+    ``prefill``: these are the first tokens of the sequences. ``states``: (B, S, D) hidden states of the scored tokens, for scorers that read
     content (a learned pruner); None when the caller has none. ``query``: (B, L, D) the states of the text that a
     query-aware pruner reads beside the scored tokens (the question)."""
 
-    weights: torch.Tensor | None = None
+    paid: torch.Tensor | None = None
     prefill: bool = False
+    queries: int = 0
     states: torch.Tensor | None = None
     query: torch.Tensor | None = None
 
@@ -54,6 +58,11 @@ class TokenScorer:
         ``budgets`` (H,); the two never add up to more than the budget."""
         zero = torch.zeros_like(budgets)
         return zero, zero
+
+    def query_weights(self, queries: int, prefill: bool) -> torch.Tensor | None:
+        """(T,) how much the attention of each of ``queries`` new queries counts in :attr:`Observation.paid`; None
+        when the scorer reads no attention."""
+        return None
 
     def accumulate(self, score: torch.Tensor, seen: Observation) -> torch.Tensor:
         """The new score (B, H, S) after ``seen``. May update ``score`` in place (its holder owns it)."""

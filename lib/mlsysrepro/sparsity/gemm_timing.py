@@ -55,8 +55,8 @@ def time_stages(steps: int, batch: int, hidden: int, out_dim: int, p: float, per
 
 #: The fastest form of each stage per shape measured in this process (:func:`fastest_forms`), by shape.
 _FASTEST: dict[tuple, tuple[str, str, str]] = {}
-#: Rounds each form is timed in when a shape is first met.
-TUNING_REPEATS = 3
+#: Rounds each form is timed in when a shape is first met (after one untimed warm-up; the median decides).
+TUNING_REPEATS = 5
 
 
 def fastest_forms(steps: int, batch: int, width: int, out_dim: int, kept: int, period: int,

@@ -49,8 +49,14 @@ class KVCache(Protocol):
         """Store ``k, v`` (B, kv_heads, T, head_dim) at ``positions`` (B, T); return the keys, values and positions
         (B, kv_heads, S) the layer attends to now, empty slots at position -1."""
 
-    def observe(self, layer: int, weights: torch.Tensor) -> None:
-        """See the attention weights (B, heads, T, S) just computed over what ``update`` returned."""
+    def query_weights(self, layer: int, queries: int) -> torch.Tensor | None:
+        """How much the attention of each of the ``queries`` new queries counts in what :meth:`observe` receives:
+        (T,) weights, or None when the cache reads no attention (then none is materialised: the layer runs the
+        fused kernel only)."""
+
+    def observe(self, layer: int, paid: torch.Tensor | None) -> None:
+        """See the attention the new queries paid each of the S entries that ``update`` returned, summed over
+        the queries with :meth:`query_weights`: (B, heads, S), or None when those were None."""
 
 
 class RMSNorm(nn.Module):
@@ -63,30 +69,102 @@ class RMSNorm(nn.Module):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 
 
-def rotate(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
-    """RoPE: rotate each pair ``(x[2i], x[2i+1])`` of ``x`` (B, H, T, d) by ``position * base^(-2i/d)``."""
-    d = x.shape[-1]
-    inv_freq = base ** (-torch.arange(0, d, 2, dtype=x.dtype, device=x.device) / d)
-    angles = positions.to(x.dtype)[:, None, :, None] * inv_freq  # (B, 1, T, d/2)
-    cos, sin = angles.cos(), angles.sin()
+def rope_angles(positions: torch.Tensor, head_dim: int, base: float, dtype=torch.float32
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """RoPE's ``cos`` and ``sin`` (B, 1, T, head_dim / 2) of ``position * base^(-2i/d)`` for ``positions`` (B, T):
+    computed once per forward pass and shared by every layer's queries and keys."""
+    inv_freq = base ** (-torch.arange(0, head_dim, 2, dtype=dtype, device=positions.device) / head_dim)
+    angles = positions.to(dtype)[:, None, :, None] * inv_freq
+    return angles.cos(), angles.sin()
+
+
+def apply_rotary(x: torch.Tensor, rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Rotate each pair ``(x[2i], x[2i+1])`` of ``x`` (B, H, T, d) by the angles of :func:`rope_angles`."""
+    cos, sin = rope
     even, odd = x[..., 0::2], x[..., 1::2]
     return torch.stack((even * cos - odd * sin, even * sin + odd * cos), dim=-1).flatten(-2)
 
 
+def rotate(x: torch.Tensor, positions: torch.Tensor, base: float) -> torch.Tensor:
+    """RoPE (Su et al. 2021, eq. 34): ``x`` (B, H, T, d) rotated for ``positions`` (B, T)."""
+    return apply_rotary(x, rope_angles(positions, x.shape[-1], base, x.dtype))
+
+
+#: queries whose attention weights are written out at once when a cache asks for them (bounds the memory of a
+#: long prefill to B x heads x PAID_CHUNK x S)
+PAID_CHUNK = 512
+
+
+def _is_causal_self_attention(keys: torch.Tensor, key_pos: torch.Tensor, positions: torch.Tensor) -> bool:
+    """The keys are the queries' own, at increasing positions: the position mask is the causal mask."""
+    t = positions.shape[1]
+    if keys.shape[2] != t or (t > 1 and not bool((positions.diff(dim=-1) > 0).all())):
+        return False
+    return bool((key_pos == positions[:, None, :]).all())
+
+
+def _weights(q: torch.Tensor, keys: torch.Tensor, visible: torch.Tensor | None, scale: float,
+             rows: torch.Tensor) -> torch.Tensor:
+    """(B, kv_heads, group, n, W): the attention weights of the query ``rows`` (n,) of ``q`` (B, heads, T, d) over
+    the first W keys. ``visible`` (B, kv_heads, T, S), or None for causal self-attention, where the rows need only
+    the keys up to the last of them (W); else W = S."""
+    b, heads, _, d = q.shape
+    kv_heads = keys.shape[1]
+    group, n = heads // kv_heads, len(rows)
+    width = keys.shape[2] if visible is not None else int(rows[-1]) + 1
+    chunk = (q[:, :, rows] * scale).reshape(b, kv_heads, group * n, d)  # a KV head's query heads share its keys
+    scores = (chunk @ keys[:, :, :width].transpose(-1, -2)).view(b, kv_heads, group, n, width)
+    hidden = torch.arange(width, device=q.device) > rows[:, None] if visible is None else ~visible[:, :, None, rows]
+    return scores.masked_fill_(hidden, float("-inf")).softmax(-1)
+
+
+def _paid(q: torch.Tensor, keys: torch.Tensor, visible: torch.Tensor | None, scale: float,
+          query_weights: torch.Tensor) -> torch.Tensor:
+    """(B, heads, S): the attention weights of the queries with a nonzero weight, times that weight, summed over
+    the queries; written out ``PAID_CHUNK`` queries at a time (:func:`_weights`)."""
+    b, heads = q.shape[:2]
+    kv_heads, s = keys.shape[1], keys.shape[2]
+    paid = q.new_zeros(b, kv_heads, heads // kv_heads, s)
+    chosen = query_weights.nonzero()[:, 0]
+    for start in range(0, len(chosen), PAID_CHUNK):
+        rows = chosen[start:start + PAID_CHUNK]
+        weights = _weights(q, keys, visible, scale, rows)
+        paid[..., :weights.shape[-1]] += query_weights[rows].to(weights.dtype) @ weights  # sum over the queries
+    return paid.flatten(1, 2)
+
+
 def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_pos: torch.Tensor,
-           positions: torch.Tensor, scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+           positions: torch.Tensor, scale: float, query_weights: torch.Tensor | None = None
+           ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention of queries ``q`` (B, heads, T, d) at ``positions`` (B, T) over what a cache returned: ``keys``,
-    ``values`` (B, kv_heads, S, d) at ``key_pos`` (B, kv_heads, S), masked by position (``0 <= n <= m``). The
-    query heads of a KV head read its keys through one grouped matmul, without copying them. Returns the context
-    (B, heads, T, d) and the weights (B, heads, T, S)."""
+    ``values`` (B, kv_heads, S, d) at ``key_pos`` (B, kv_heads, S), masked by position (``0 <= n <= m``).
+
+    The context comes from torch's fused ``scaled_dot_product_attention`` (causal when the keys are the queries'
+    own, else under the position mask, the query heads of a KV head reading its keys without a copy). Only when
+    the cache asks for the attention it paid (``query_weights`` (T,), see :class:`KVCache`) are weights written
+    out, for the queries whose weight is nonzero. Returns the context (B, heads, T, d) and the paid attention
+    (B, heads, S), or None."""
     b, heads, t, d = q.shape
     kv_heads = keys.shape[1]
     group = heads // kv_heads
-    scores = (q.reshape(b, kv_heads, group * t, d) @ keys.transpose(-1, -2) * scale).view(b, kv_heads, group, t, -1)
-    visible = (key_pos[:, :, None, :] >= 0) & (key_pos[:, :, None, :] <= positions[:, None, :, None])
-    weights = scores.masked_fill(~visible[:, :, None], float("-inf")).softmax(-1)
-    context = weights.view(b, kv_heads, group * t, -1) @ values  # (B, kv_heads, group * T, d)
-    return context.view(b, heads, t, d), weights.flatten(1, 2)
+    causal = _is_causal_self_attention(keys, key_pos, positions)
+    if t == 1 and query_weights is not None:  # decoding for a cache that reads it: the weights are the attention
+        visible = (key_pos >= 0) & (key_pos <= positions[:, None, :])  # (B, kv_heads, S)
+        weights = _weights(q, keys, visible[:, :, None], scale, torch.zeros(1, dtype=torch.long))[:, :, :, 0]
+        context = (weights @ values).view(b, heads, 1, d)  # (B, kv_heads, group, d): the group reads its KV head
+        return context, (weights * query_weights.to(weights.dtype)).flatten(1, 2)
+    if causal:
+        context = nn.functional.scaled_dot_product_attention(q, keys, values, is_causal=True, scale=scale,
+                                                             enable_gqa=True)
+        visible = None
+    else:
+        visible = (key_pos[:, :, None, :] >= 0) & (key_pos[:, :, None, :] <= positions[:, None, :, None])
+        mask = visible if t == 1 else visible[:, :, None].expand(-1, -1, group, -1, -1).flatten(2, 3)
+        grouped = q.reshape(b, kv_heads, group * t, d)  # the T queries of each of a KV head's query heads
+        context = nn.functional.scaled_dot_product_attention(grouped, keys, values, attn_mask=mask, scale=scale)
+        context = context.view(b, heads, t, d)
+    paid = None if query_weights is None else _paid(q, keys, visible, scale, query_weights)
+    return context, paid
 
 
 class Attention(nn.Module):
@@ -97,18 +175,20 @@ class Attention(nn.Module):
         self.kv = nn.Linear(cfg.dim, 2 * cfg.kv_heads * cfg.head_dim, bias=False)
         self.out = nn.Linear(cfg.heads * cfg.head_dim, cfg.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, positions: torch.Tensor, cache: KVCache | None,
+                rope: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
         cfg = self.cfg
         b, t, _ = x.shape
         q = self.q(x).view(b, t, cfg.heads, cfg.head_dim).transpose(1, 2)
         k, v = self.kv(x).view(b, t, 2, cfg.kv_heads, cfg.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = rotate(q, positions, cfg.rope_base), rotate(k, positions, cfg.rope_base)
+        q, k = apply_rotary(q, rope), apply_rotary(k, rope)
         if cache is None:  # one pass over whole sequences (positions increase along T): the fused causal kernel
             context = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
             return self.out(context.transpose(1, 2).reshape(b, t, -1))
         keys, values, key_pos = cache.update(self.layer, k, v, positions)  # (B, kv_heads, S, ...)
-        context, weights = attend(q, keys, values, key_pos, positions, cfg.head_dim ** -0.5)
-        cache.observe(self.layer, weights)
+        context, paid = attend(q, keys, values, key_pos, positions, cfg.head_dim ** -0.5,
+                               cache.query_weights(self.layer, t))
+        cache.observe(self.layer, paid)
         return self.out(context.transpose(1, 2).reshape(b, t, -1))
 
 
@@ -129,8 +209,11 @@ class Block(nn.Module):
         self.attn_norm, self.attn = RMSNorm(cfg.dim), Attention(cfg, layer)
         self.ffn_norm, self.ffn = RMSNorm(cfg.dim), SwiGLU(cfg)
 
-    def forward(self, x, positions, cache):
-        x = x + self.attn(self.attn_norm(x), positions, cache)
+    def forward(self, x, positions, cache, rope=None):
+        """``rope``: :func:`rope_angles` of ``positions``, when the caller computed them for every block."""
+        if rope is None:
+            rope = rope_angles(positions, self.attn.cfg.head_dim, self.attn.cfg.rope_base, x.dtype)
+        x = x + self.attn(self.attn_norm(x), positions, cache, rope)
         return x + self.ffn(self.ffn_norm(x))
 
 
@@ -154,6 +237,7 @@ class Llama(nn.Module):
         """The same from input embeddings ``x`` (B, T, dim): how a vision-language model feeds image tokens."""
         if positions is None:
             positions = torch.arange(x.shape[1], device=x.device).expand(x.shape[0], -1)
+        rope = rope_angles(positions, self.cfg.head_dim, self.cfg.rope_base, x.dtype)
         for block in self.blocks:
-            x = block(x, positions, cache)
+            x = block(x, positions, cache, rope)
         return self.head(self.norm(x))
