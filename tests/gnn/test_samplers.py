@@ -21,10 +21,11 @@ def block_dense(batch, layer, num_nodes):
     "make",
     [
         lambda g: S.NodeWise(g, 1, fanout=3),
+        lambda g: S.NodeWise(g, 1, fanout=3, replace=True),
         lambda g: S.LayerWise(g, 1, layer_size=8, kind="ladies"),
         lambda g: S.LayerWise(g, 1, layer_size=8, kind="fastgcn"),
     ],
-    ids=["node-wise", "ladies", "fastgcn"],
+    ids=["node-wise", "node-wise-with-replacement", "ladies", "fastgcn"],
 )
 def test_sampled_aggregation_is_unbiased(make):
     """The Monte-Carlo mean of block @ h matches the exact P[dst] @ h within 5 standard errors."""
@@ -38,6 +39,52 @@ def test_sampled_aggregation_is_unbiased(make):
     stderr = draws.std(0) / draws.shape[0] ** 0.5
     assert ((draws.mean(0) - exact).abs() <= 5 * stderr + 1e-6).all()
     assert (draws.std(0) > 0).any()  # it really sampled
+
+
+def test_distinct_offsets_are_a_uniform_subset_as_exact_enumeration_says():
+    """Every 2-subset of 5 neighbours has probability 1/10 (all C(5, 2) enumerated); no offset repeats."""
+    from itertools import combinations
+
+    draws = 50_000
+    chosen = S.distinct_offsets(torch.full((draws,), 5), 2, torch.Generator().manual_seed(0))
+    assert (chosen[:, 0] != chosen[:, 1]).all() and chosen.min() >= 0 and chosen.max() < 5
+    pairs = chosen.sort(1).values
+    counts = torch.stack([((pairs[:, 0] == a) & (pairs[:, 1] == b)).sum() for a, b in combinations(range(5), 2)])
+    expected, stderr = draws / 10, (draws * 0.1 * 0.9) ** 0.5
+    assert ((counts - expected).abs() <= 5 * stderr).all()
+    assert sorted(S.distinct_offsets(torch.tensor([4]), 4, None)[0].tolist()) == [0, 1, 2, 3]
+
+
+def test_without_replacement_a_node_takes_each_neighbour_at_most_once():
+    graph = random_graph(60, 200, seed=3, skew=True)
+    seeds = torch.arange(60)
+    rows, cols, vals = S.NodeWise(graph, 1, fanout=3).entries(seeds, 0, torch.Generator().manual_seed(0))
+    pairs = torch.stack((rows, cols))
+    assert pairs.unique(dim=1).shape[1] == pairs.shape[1]  # no (node, neighbour) pair twice
+    assert torch.equal(torch.bincount(rows, minlength=60), graph.degree.clamp(max=3))
+    with pytest.raises(ValueError, match="fanout"):
+        S.NodeWise(graph, 1, fanout=0)
+
+
+def test_without_replacement_matches_pygs_sampler():
+    """Where pyg-lib is installed: each neighbour's inclusion frequency equals PyG's (k / d for all of them)."""
+    sampler = pytest.importorskip("pyg_lib.sampler")
+    graph = random_graph(60, 200, seed=3, skew=True)
+    node = int(graph.degree.argmax())
+    degree, k, draws = int(graph.degree[node]), 3, 20_000
+    start = int(graph.indptr[node])
+    ours = S.distinct_offsets(torch.full((draws,), degree), k, torch.Generator().manual_seed(0)).flatten()
+    ours = torch.bincount(ours, minlength=degree) / draws
+    torch.manual_seed(0)
+    theirs = torch.zeros(degree)
+    for _ in range(draws):
+        edge_id = sampler.neighbor_sample(graph.indptr, graph.indices, torch.tensor([node]), [k], replace=False,
+                                          directed=True, disjoint=False, return_edge_id=True)[3]
+        theirs += torch.bincount(edge_id - start, minlength=degree)
+    theirs /= draws
+    stderr = (k / degree * (1 - k / degree) / draws) ** 0.5
+    assert ((ours - theirs).abs() <= 6 * stderr).all()
+    assert ((ours - k / degree).abs() <= 5 * stderr).all()
 
 
 def test_full_neighbourhood_is_exact(toy):

@@ -5,8 +5,9 @@ uniformly from the training set (:class:`UniformBatches`) and hand them to a *ne
 builder* that grows the per-layer blocks top-down:
 
 - :class:`FullNeighborhood`: every neighbour, exact (with uniform seeds: MVS-GNN's "UNS");
-- :class:`NodeWise`: GraphSAGE, ``fanout`` neighbours per node drawn with replacement,
-  weighted ``P_ij * deg_i / fanout`` (unbiased);
+- :class:`NodeWise`: GraphSAGE, ``fanout`` distinct neighbours per node (all of them when it has fewer), as PyG's
+  ``NeighborLoader`` samples (``replace=False``), weighted ``P_ij * deg_i / min(fanout, deg_i)`` (unbiased); or,
+  with ``replace=True``, ``fanout`` draws with replacement weighted ``P_ij * deg_i / fanout``;
 - :class:`LayerWise`: FastGCN (``q_j ~ ||P[:, j]||^2`` over all nodes) and LADIES (the same
   restricted to the rows of the layer above), ``s`` draws per layer, weighted
   ``P_ij * count_j / (s q_j)`` (unbiased); with ``renormalise``, as LADIES' code does (the registry's LADIES),
@@ -65,19 +66,51 @@ class FullNeighborhood(LayerByLayer):
         return self.graph.row_slice(dst)
 
 
-class NodeWise(LayerByLayer):
-    """GraphSAGE sampling: ``fanout`` neighbours (self loop included) per node, with replacement."""
+def distinct_offsets(degree: torch.Tensor, k: int, generator: torch.Generator | None) -> torch.Tensor:
+    """(n, k) offsets: for each row of ``degree`` (n,) with ``degree >= k``, a uniformly random set of ``k``
+    distinct offsets in ``[0, degree)``. Floyd's algorithm (Bentley & Floyd, CACM 1987), vectorised over rows: step
+    ``i`` draws ``t`` in ``[0, d - k + i]`` and keeps it, or ``d - k + i`` when ``t`` was kept already; O(k^2) per row,
+    whatever the degree. PyG's sampler runs the same algorithm one node at a time (pyg-lib,
+    ``csrc/sampler/cpu/neighbor_kernel.cpp``, "Case 3: Sample without replacement")."""
+    n = degree.numel()
+    chosen = torch.empty(n, k, dtype=torch.long)
+    for i in range(k):
+        top = degree - k + i  # the largest offset this step may take
+        t = (torch.rand(n, generator=generator) * (top + 1)).long().clamp_(max=top)
+        taken = (chosen[:, :i] == t[:, None]).any(1)
+        chosen[:, i] = torch.where(taken, top, t)
+    return chosen
 
-    def __init__(self, graph: CSRGraph, num_layers: int, fanout: int):
+
+class NodeWise(LayerByLayer):
+    """GraphSAGE sampling: ``fanout`` neighbours (self loop included) per node; distinct ones, as PyG's sampler, or
+    with ``replace=True`` drawn with replacement."""
+
+    def __init__(self, graph: CSRGraph, num_layers: int, fanout: int, replace: bool = False):
+        if fanout < 1:
+            raise ValueError(f"fanout must be >= 1, got {fanout}")
         super().__init__(graph, num_layers)
-        self.fanout = fanout
+        self.fanout, self.replace = fanout, replace
 
     def entries(self, dst, layer, generator):
         g, k = self.graph, self.fanout
-        rows = torch.arange(dst.numel()).repeat_interleave(k)
-        deg = g.degree[dst][rows]
-        pos = g.indptr[dst][rows] + (torch.rand(rows.numel(), generator=generator) * deg).long()
-        return rows, g.indices[pos], g.values[pos] * deg / k
+        if self.replace:
+            rows = torch.arange(dst.numel()).repeat_interleave(k)
+            deg = g.degree[dst][rows]
+            pos = g.indptr[dst][rows] + (torch.rand(rows.numel(), generator=generator) * deg).long()
+            return rows, g.indices[pos], g.values[pos] * deg / k
+        degree = g.degree[dst]
+        taken = degree.clamp(max=k)
+        rows = torch.arange(dst.numel()).repeat_interleave(taken)  # sorted by row, as a block needs
+        first = torch.cumsum(taken, 0) - taken  # where each row's entries start
+        pos = torch.empty(rows.numel(), dtype=torch.long)
+        small = (degree <= k).nonzero()[:, 0]  # every neighbour, exactly
+        local, all_pos = g.row_entries(dst[small])
+        pos[first[small][local] + all_pos - g.indptr[dst[small]][local]] = all_pos
+        large = (degree > k).nonzero()[:, 0]
+        pos[(first[large][:, None] + torch.arange(k)).flatten()] = (
+            g.indptr[dst[large]][:, None] + distinct_offsets(degree[large], k, generator)).flatten()
+        return rows, g.indices[pos], g.values[pos] * (degree / taken)[rows]
 
 
 class LayerWise(LayerByLayer):
