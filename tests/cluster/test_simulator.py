@@ -174,3 +174,18 @@ def test_the_simulator_needs_nothing_of_a_placement_but_its_protocol():
     assert result.start[4] == 100.0  # E waited for a whole machine (A and D end at 100)
     assert set(result.log_level.tolist()) == {0} and placement.starts == 5
     assert result.final_timers == {2: (5, 0), 4: (5, 0)}
+
+
+@pytest.mark.parametrize("policy", ["fifo", "srsf", "tiresias", "dally"])
+def test_the_ranked_queue_gives_the_run_that_ranking_every_event_gives(policy):
+    """Keeping the waiting queue sorted between events (``waiting_keys_fixed``) changes nothing: the same run as
+    re-ranking every waiting job at every event, on an overloaded random trace with preemptions."""
+    topology = Topology(racks=2, machines_per_rack=2, gpus_per_machine=4, contention=2.0)
+    trace = random_trace(3, jobs=300)
+    fixed = simulate(trace, topology, make_policy(policy, las_threshold=200.0), lease=30.0, checkpoint_seconds=3.0)
+    reranking = make_policy(policy, las_threshold=200.0)
+    reranking.waiting_keys_fixed = False
+    every_event = simulate(trace, topology, reranking, lease=30.0, checkpoint_seconds=3.0)
+    assert np.array_equal(fixed.finish, every_event.finish) and np.array_equal(fixed.start, every_event.start)
+    assert np.array_equal(fixed.preemptions, every_event.preemptions)
+    assert policy in ("fifo",) or fixed.preemptions.sum() > 0  # the preemptive ones really re-queued jobs

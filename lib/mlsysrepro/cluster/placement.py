@@ -155,10 +155,12 @@ class DelayTimerTuner:
             raise ValueError(f"history must be >= 1 lease, got {history}")
         self.history = history
         self.waits = {0: defaultdict(deque), 1: defaultdict(deque)}  # level -> demand -> (time, wait)
+        self._known: dict[tuple[int, float], tuple[int, int]] = {}  # (demand, now) -> timers, until a record
 
     def record(self, level: int, demand: int, now: float, wait: float) -> None:
         if level in self.waits:
             self.waits[level][demand].append((now, wait))
+            self._known.clear()
 
     def _recent(self, level: int, demand: int, now: float, lease: float) -> list[float]:
         entries = self.waits[level][demand]
@@ -167,9 +169,14 @@ class DelayTimerTuner:
         return [wait for _, wait in entries]
 
     def timers(self, demand: int, now: float, lease: float) -> tuple[int, int]:
-        rack = tuned_wait(self._recent(0, demand, now, lease), 6, math.ceil(0.8 * self.history))
-        network = tuned_wait(self._recent(1, demand, now, lease), 12, self.history)
-        return rack, network
+        """The two timers for ``demand`` at ``now``; computed once per (demand, instant) until a wait is recorded."""
+        if (demand, now) not in self._known:
+            if self._known and next(iter(self._known))[1] != now:
+                self._known.clear()
+            rack = tuned_wait(self._recent(0, demand, now, lease), 6, math.ceil(0.8 * self.history))
+            network = tuned_wait(self._recent(1, demand, now, lease), 12, self.history)
+            self._known[demand, now] = rack, network
+        return self._known[demand, now]
 
 
 class DelayScheduling:

@@ -99,6 +99,8 @@ class Policy:
     preemptive: bool
     migrates: bool = False
     admission: Callable[[JobView], np.ndarray] = admit_all
+    #: a waiting job's key does not change while it waits (so the simulator ranks it once, :mod:`.queue`)
+    waiting_keys_fixed: bool = True
 
 
 POLICIES = ("fifo", "srsf", "tiresias", "gandiva", "themis", "dally", "dally_fixed")
@@ -119,7 +121,7 @@ def make_policy(name: str, *, las_threshold: float = 3600.0, rack_wait: float = 
     if name == "gandiva":
         return Policy(name, fifo, Consolidating(), preemptive=False, migrates=True)
     if name == "themis":
-        return Policy(name, finish_time_fairness, Consolidating(), preemptive=True)
+        return Policy(name, finish_time_fairness, Consolidating(), preemptive=True, waiting_keys_fixed=False)
     if name == "dally":
         return Policy(name, network_progress, DelayScheduling(history=history), preemptive=True, migrates=True)
     if name == "dally_no_migration":

@@ -8,7 +8,12 @@ are applied, one scheduling pass runs:
   with the waiting ones; the policy ranks them, keeps the top ranks that fit in the cluster and preempts the
   other running jobs (each pays ``checkpoint_seconds`` before it progresses again). A migrating policy moves
   spread jobs to tighter free GPUs;
-- at any instant, waiting jobs in rank order get GPUs from the placement policy, or wait.
+- at any instant, waiting jobs in rank order get GPUs from the placement policy, or wait; nothing is tried
+  while the free GPUs are fewer than the smallest waiting job asks for.
+
+Where a policy's keys do not move while a job waits (every policy here but Themis), the waiting jobs stay sorted
+between events (:class:`.queue.RankedQueue`): each is ranked once when it starts waiting, and a lease round only
+ranks the running jobs and merges them in.
 
 A running job's progress is brought up to date only when something happens to it (lazy accounting), and a
 finish event is invalidated by a version number when its job is preempted. The iteration time of a placement
@@ -25,9 +30,12 @@ import numpy as np
 
 from .jobs import Trace
 from .placement import FreeGPUs, tightest
-from .policies import JobView, Policy
+from .policies import JobView, Policy, admit_all
+from .queue import RankedQueue, merged
 from .topology import Topology
 
+#: waiting jobs read from the ranked queue at a time when placing (the rest may not fit once these are placed)
+PLACE_BLOCK = 32
 FINISH, ARRIVAL, ROUND, WAKE = range(4)  # at one instant: free GPUs first, then admit, then re-decide
 WAITING, RUNNING, DONE = 1, 2, 3
 
@@ -87,6 +95,9 @@ class Simulator:
         self.level_of: dict[int, int] = {}
         self.since: dict[int, float] = {}
         self.waiting: set[int] = set()
+        self.waiting_demand = np.zeros(topology.gpus + 1, dtype=np.int64)  # waiting jobs per GPU count
+        self.queue = (RankedQueue(n) if policy.waiting_keys_fixed and policy.admission is admit_all else None)
+        self.entering: list[int] = []  # jobs that started waiting at this instant, not yet in the queue
         self.running: set[int] = set()
         self.spread: set[int] = set()  # running jobs placed wider than one machine
         self.freed = False  # GPUs were released since the last migration attempt
@@ -125,9 +136,18 @@ class Simulator:
         self.held[job] += elapsed
         self.mark[job] = now
 
+    def _wait(self, job: int, now: float) -> None:
+        self.state[job] = WAITING
+        self.waiting.add(job)
+        self.waiting_demand[self.trace.gpus[job]] += 1
+        self.wait_since[job] = now
+        self.entering.append(job)
+
     def _run(self, job: int, gpus: np.ndarray, level: int, now: float) -> None:
         self.free.take(job, gpus)
-        self.waiting.discard(job)
+        if job in self.waiting:
+            self.waiting.remove(job)
+            self.waiting_demand[self.trace.gpus[job]] -= 1
         self.running.add(job)
         self.state[job] = RUNNING
         self.gpus_of[job], self.level_of[job], self.since[job] = gpus, level, now
@@ -179,21 +199,55 @@ class Simulator:
             view = self._view(jobs, now)
         return jobs[np.lexsort((jobs, self.policy.order(view)))]
 
+    def _waiting_in_order(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """The queue's waiting jobs in rank order and their keys, after ranking those that just started waiting."""
+        if self.entering:
+            entering = np.unique(np.array(self.entering, dtype=np.int64))
+            entering = entering[self.state[entering] == WAITING]
+            self.entering.clear()
+            if entering.size:
+                self.queue.add(entering, self.policy.order(self._view(entering, now)))
+        return self.queue.ordered(self.state == WAITING)
+
+    def _ranked_waiting(self, now: float) -> np.ndarray:
+        if self.queue is None:
+            return self._ranked(self.waiting, now)
+        return self._waiting_in_order(now)[0]
+
+    def _ranked_all(self, now: float) -> np.ndarray:
+        """Waiting and running jobs in rank order (a lease round): the running ones ranked now, merged in."""
+        if self.queue is None:
+            return self._ranked(self.waiting | self.running, now)
+        ids, keys = self._waiting_in_order(now)
+        running = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
+        if running.size == 0:
+            return ids
+        return merged(ids, keys, running, self.policy.order(self._view(running, now)).astype(float))
+
+    def _smallest_waiting_demand(self) -> int:
+        return int(np.flatnonzero(self.waiting_demand)[0])
+
     def _selection(self, ranked: np.ndarray, now: float) -> tuple[list[int], np.ndarray]:
         """A lease round's choice, GPU count wise: keep the running jobs whose lease has not expired (held for less
         than a lease), then the top-ranked jobs that fit. Returns the running jobs left out (the possible victims)
         and the waiting jobs kept, in rank order."""
-        keep = {j for j in self.running if now - self.since[j] < self.lease - 1e-9}
-        capacity = self.topology.gpus - int(sum(self.trace.gpus[j] for j in keep))
-        for job in ranked.tolist():
-            need = int(self.trace.gpus[job])
-            if job not in keep and need <= capacity:
-                keep.add(job)
-                capacity -= need
-                if capacity == 0:
-                    break
-        kept = np.array([j in keep for j in ranked.tolist()], dtype=bool) & (self.state[ranked] == WAITING)
-        return sorted(j for j in self.running if j not in keep), ranked[kept]
+        running = np.fromiter(self.running, dtype=np.int64, count=len(self.running))
+        since = np.array([self.since[j] for j in running.tolist()])
+        keep = np.zeros(len(self.trace), dtype=bool)
+        keep[running[now - since < self.lease - 1e-9]] = True
+        capacity = self.topology.gpus - int(self.trace.gpus[keep].sum())
+        need = self.trace.gpus[ranked]
+        candidates = np.flatnonzero(~keep[ranked] & (need <= capacity))
+        # the smallest demand from each candidate on: once it exceeds what is left, nothing more fits
+        smallest_after = np.minimum.accumulate(need[candidates][::-1])[::-1]
+        for i, position in enumerate(candidates.tolist()):
+            if smallest_after[i] > capacity:
+                break
+            if need[position] <= capacity:
+                keep[ranked[position]] = True
+                capacity -= int(need[position])
+        kept = keep[ranked] & (self.state[ranked] == WAITING)
+        return sorted(running[~keep[running]].tolist()), ranked[kept]
 
     def _preempt_round(self, ranked: np.ndarray, now: float) -> None:
         """A preemptive lease round. The kept waiting jobs first try the free GPUs; those still waiting then may
@@ -217,25 +271,30 @@ class Simulator:
             self._stop(job, now, released=True)
             self.overhead[job] += self.checkpoint
             self.preemptions[job] += 1
-            self.state[job] = WAITING
-            self.waiting.add(job)
-            self.wait_since[job] = now
+            self._wait(job, now)
 
     def _place_waiting(self, ranked: np.ndarray, now: float) -> None:
-        """Waiting jobs, in rank order, get GPUs from the placement policy or wait (maybe until a timer)."""
+        """Waiting jobs, in rank order, get GPUs from the placement policy or wait (maybe until a timer). The queue
+        is read a block at a time, and no further than the first job from which on none fits the free GPUs."""
         placement = self.policy.placement
         ranked = ranked[(self.state[ranked] == WAITING) & (self.trace.gpus[ranked] <= self.free.total)]
-        for job, demand in zip(ranked.tolist(), self.trace.gpus[ranked].tolist()):
-            if demand > self.free.total:
-                continue
-            gpus, retry = placement.place(job, demand, now - self.wait_since[job], self.free, now)
-            if gpus is not None:
-                self._run(job, gpus, self.topology.level(gpus), now)
-            elif retry is not None and self.wake_at.get(job) != retry:
-                self.wake_at[job] = retry
-                self._push(retry, WAKE, job)
-            if self.free.total == 0:
-                break
+        demands = self.trace.gpus[ranked]
+        smallest_after = np.minimum.accumulate(demands[::-1])[::-1]  # never decreases along the queue
+        start = 0
+        while self.free.total > 0:
+            end = min(np.searchsorted(smallest_after, self.free.total, side="right"), start + PLACE_BLOCK)
+            if start >= end:
+                return
+            for job, demand in zip(ranked[start:end].tolist(), demands[start:end].tolist()):
+                if demand > self.free.total:
+                    continue
+                gpus, retry = placement.place(job, demand, now - self.wait_since[job], self.free, now)
+                if gpus is not None:
+                    self._run(job, gpus, self.topology.level(gpus), now)
+                elif retry is not None and self.wake_at.get(job) != retry:
+                    self.wake_at[job] = retry
+                    self._push(retry, WAKE, job)
+            start = end
 
     def _migrate(self, now: float) -> None:
         """Gandiva-style: move a job whose GPUs span more than it needs to the tightest placement now free.
@@ -259,11 +318,11 @@ class Simulator:
 
     def _schedule(self, now: float, lease_round: bool) -> None:
         if lease_round and self.policy.preemptive and self.waiting:
-            ranked = self._ranked(self.waiting | self.running, now)
+            ranked = self._ranked_all(now)
             self._preempt_round(ranked, now)
             self._place_waiting(ranked, now)
-        elif self.waiting and self.free.total > 0:
-            self._place_waiting(self._ranked(self.waiting, now), now)
+        elif self.waiting and self.free.total >= self._smallest_waiting_demand():
+            self._place_waiting(self._ranked_waiting(now), now)
         if lease_round and self.policy.migrates:
             self._migrate(now)
 
@@ -291,9 +350,7 @@ class Simulator:
                     self.done[job] = self.trace.iterations[job]  # exact, whatever the float rounding
                     self.state[job], self.finish[job] = DONE, now
                 elif kind == ARRIVAL:
-                    self.state[job] = WAITING
-                    self.waiting.add(job)
-                    self.wait_since[job] = now
+                    self._wait(job, now)
                 elif kind == ROUND:
                     lease_round, self.round_pending = True, False
             self._schedule(now, lease_round)
