@@ -142,17 +142,19 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_pos: t
     The context comes from torch's fused ``scaled_dot_product_attention`` (causal when the keys are the queries'
     own, else under the position mask, the query heads of a KV head reading its keys without a copy). Only when
     the cache asks for the attention it paid (``query_weights`` (T,), see :class:`KVCache`) are weights written
-    out, for the queries whose weight is nonzero. Returns the context (B, heads, T, d) and the paid attention
+    out, for the queries whose weight is nonzero; decoding one token for such a cache, those weights are the
+    attention itself (one pass, no fused kernel). Returns the context (B, heads, T, d) and the paid attention
     (B, heads, S), or None."""
     b, heads, t, d = q.shape
     kv_heads = keys.shape[1]
     group = heads // kv_heads
     causal = _is_causal_self_attention(keys, key_pos, positions)
     if t == 1 and query_weights is not None:  # decoding for a cache that reads it: the weights are the attention
-        visible = (key_pos >= 0) & (key_pos <= positions[:, None, :])  # (B, kv_heads, S)
-        weights = _weights(q, keys, visible[:, :, None], scale, torch.zeros(1, dtype=torch.long))[:, :, :, 0]
-        context = (weights @ values).view(b, heads, 1, d)  # (B, kv_heads, group, d): the group reads its KV head
-        return context, (weights * query_weights.to(weights.dtype)).flatten(1, 2)
+        hidden = ((key_pos < 0) | (key_pos > positions[:, None, :]))[:, :, None]  # (B, kv_heads, 1, S)
+        scores = (q.reshape(b, kv_heads, group, d) * scale) @ keys.transpose(-1, -2)  # (B, kv_heads, group, S)
+        weights = scores.masked_fill_(hidden, float("-inf")).softmax(-1)
+        context = (weights @ values).view(b, heads, 1, d)  # the group's queries read their KV head
+        return context, (weights * float(query_weights[0])).flatten(1, 2)
     if causal:
         context = nn.functional.scaled_dot_product_attention(q, keys, values, is_causal=True, scale=scale,
                                                              enable_gqa=True)
