@@ -98,3 +98,19 @@ def test_a_content_scorer_reads_the_states_of_an_observation():
     score = Norm().accumulate(torch.zeros(1, 1, 6), Observation(states=states))
     keep = keep_mask(Norm(), score, torch.arange(6).expand(1, 1, 6), torch.tensor([2]))
     assert keep[0, 0].nonzero().flatten().tolist() == [1, 4]
+
+
+def test_temporal_threshold_folds_a_prefill_as_one_query_at_a_time():
+    """AsymVLM's text eviction reads a prefill through its query weights: the result equals the moving average
+    ``s <- decay * s + (1 - decay) * a_t`` applied query by query."""
+    from mlsysrepro.kvcache.policies import TemporalThreshold
+
+    policy = TemporalThreshold(decay=0.8)
+    weights = torch.rand(1, 2, 6, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    start = torch.rand(1, 2, 6, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    paid = (weights * policy.query_weights(6, True)[:, None]).sum(2)
+    folded = policy.accumulate(start.clone(), Observation(paid, prefill=True, queries=6))
+    expected = start.clone()
+    for t in range(6):
+        expected = 0.8 * expected + 0.2 * weights[:, :, t]
+    torch.testing.assert_close(folded, expected)

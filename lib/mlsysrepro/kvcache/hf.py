@@ -6,7 +6,8 @@ A HuggingFace attention layer rotates its keys with RoPE, hands them to ``past_k
 the attention function its config names. :class:`HFCache` is a ``transformers`` cache that forwards ``update`` to
 one of our caches (:class:`.cache.BudgetedCache`, :class:`.cache.FullCache`), and :func:`attention` is an
 attention function, registered as ``"mlsysrepro_budgeted"``, that masks by the positions our cache returns, runs
-torch's fused kernel, and hands our cache the attention it asks for (``query_weights``, ``observe``). So the same policies and allocators run unchanged on a real model::
+torch's fused kernel, and hands our cache the attention it asks for (``query_weights``, ``observe``). So the same
+policies and allocators run unchanged on a real model::
 
     model.set_attn_implementation(ATTENTION)
     cache = HFCache(allocation.cache(make_policy("snapkv")), model)

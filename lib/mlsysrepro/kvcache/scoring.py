@@ -36,9 +36,9 @@ class Observation:
     ``paid``: (B, H, S) attention that the new queries paid each of the S tokens, weighted per query by the
     scorer's :meth:`TokenScorer.query_weights`, summed over those queries and over the query heads that share a
     KV head (None for a scorer that reads no attention). ``queries``: how many new queries there were (T).
-    ``prefill``: these are the first tokens of the sequences. ``states``: (B, S, D) hidden states of the scored tokens, for scorers that read
-    content (a learned pruner); None when the caller has none. ``query``: (B, L, D) the states of the text that a
-    query-aware pruner reads beside the scored tokens (the question)."""
+    ``prefill``: these are the first tokens of the sequences. ``states``: (B, S, D) hidden states of the scored
+    tokens, for scorers that read content (a learned pruner); None when the caller has none. ``query``: (B, L, D)
+    the states of the text that a query-aware pruner reads beside the scored tokens (the question)."""
 
     paid: torch.Tensor | None = None
     prefill: bool = False

@@ -8,7 +8,8 @@ Public entry points:
 - the KV-cache protocol the attention speaks (:class:`.llama.KVCache`): ``update(layer, k, v, positions)``
   returns every key, value and position the layer may attend to, ``query_weights(layer, queries)`` says which
   queries' attention the cache reads (None: none, and the layer runs the fused kernel only), ``observe(layer,
-  paid)`` sees that attention afterwards, summed over the queries. Policies and budgets live in :mod:`mlsysrepro.kvcache`; the model knows only the protocol;
+  paid)`` sees that attention afterwards, summed over the queries. Policies and budgets live in
+  :mod:`mlsysrepro.kvcache`; the model knows only the protocol;
 - :mod:`.vlm` — :class:`.vlm.TinyVLM`, a ViT with a [CLS] token, a projector and the decoder over
   ``[vision][question]``; :mod:`.vlm_training` trains it on the canvases of :mod:`mlsysrepro.vision.canvases`;
   :mod:`.flops` counts a (pruned) prefill's FLOPs, FastV's accounting;

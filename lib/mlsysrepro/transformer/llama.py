@@ -148,13 +148,13 @@ def attend(q: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, key_pos: t
     b, heads, t, d = q.shape
     kv_heads = keys.shape[1]
     group = heads // kv_heads
-    causal = _is_causal_self_attention(keys, key_pos, positions)
     if t == 1 and query_weights is not None:  # decoding for a cache that reads it: the weights are the attention
         hidden = ((key_pos < 0) | (key_pos > positions[:, None, :]))[:, :, None]  # (B, kv_heads, 1, S)
         scores = (q.reshape(b, kv_heads, group, d) * scale) @ keys.transpose(-1, -2)  # (B, kv_heads, group, S)
         weights = scores.masked_fill_(hidden, float("-inf")).softmax(-1)
         context = (weights @ values).view(b, heads, 1, d)  # the group's queries read their KV head
         return context, (weights * float(query_weights[0])).flatten(1, 2)
+    causal = _is_causal_self_attention(keys, key_pos, positions)
     if causal:
         context = nn.functional.scaled_dot_product_attention(q, keys, values, is_causal=True, scale=scale,
                                                              enable_gqa=True)
