@@ -23,7 +23,7 @@ from pathlib import Path
 import nbformat
 
 from .catalog import PAPERS, TEMPLATE, Paper
-from .core import paths
+from .core import paths, runtimes
 from .core.claims import (ANALOGUE, CONSISTENCY, FAILS, FINDING, HOLDS, INCONCLUSIVE, MIN_BOOTSTRAP_SETTINGS,
                           NOT_TESTABLE, PAPER_CLAIM, VERDICTS, declaration_changes)
 
@@ -32,6 +32,7 @@ LISTING_TAG = "listing:"
 README = paths.REPO_ROOT / "README.md"
 REPRODUCTION = paths.REPO_ROOT / "REPRODUCTION.md"
 TABLE_START, TABLE_END = "<!-- papers:start -->", "<!-- papers:end -->"
+RUNTIMES_START, RUNTIMES_END = "<!-- runtimes:start -->", "<!-- runtimes:end -->"
 #: How many committed runs of a paper the stability mark reads (the current results.json among them).
 STABILITY_RUNS = 5
 
@@ -334,9 +335,17 @@ def reproduction_markdown() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
+def _between(text: str, start_marker: str, end_marker: str, content: str) -> str:
+    start, end = text.index(start_marker) + len(start_marker), text.index(end_marker)
+    return text[:start] + "\n" + content + "\n" + text[end:]
+
+
 def readme_with_table(readme: str) -> str:
-    start, end = readme.index(TABLE_START) + len(TABLE_START), readme.index(TABLE_END)
-    return readme[:start] + "\n" + paper_table() + "\n" + readme[end:]
+    """The README with its paper table and its runtime table (:func:`mlsysrepro.core.runtimes.markdown_table`,
+    from ``figures/runtimes.json``) regenerated."""
+    names = sorted(paper.name for paper in (*PAPERS, TEMPLATE) if paper.notebook.exists())
+    readme = _between(readme, TABLE_START, TABLE_END, paper_table())
+    return _between(readme, RUNTIMES_START, RUNTIMES_END, runtimes.markdown_table(names))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,9 @@ prints a summary (notebook, status, wall time, paper claims' verdicts, and the v
 results the run replaced) and exits 1 if any failed. A notebook's figures and results.json reach its folder only
 when it succeeds (:meth:`mlsysrepro.core.claims.Report.save`); a failed notebook gets a marker beside the folder
 (:func:`mlsysrepro.core.paths.failure_marker`) and shows no claims, here and in REPRODUCTION.md, until it succeeds
-again. After a ``default`` run the runner regenerates REPRODUCTION.md and the README's paper table.
+again. After a ``default`` run the runner regenerates REPRODUCTION.md and the README's paper table, and every
+successful ``default`` notebook's wall time is recorded, cold or warm cache, in ``figures/runtimes.json``
+(:mod:`mlsysrepro.core.runtimes`), from which the README's runtime table is generated.
 
 ``--jobs N`` runs N notebooks at once and splits the machine's cores between them: each kernel gets
 ``cores // N`` torch threads (``OMP_NUM_THREADS``) and as many task workers (``MLSYSREPRO_CORES``, read by
@@ -30,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import reproduction
-from .core import paths
+from .core import paths, runtimes
 
 NOTEBOOKS = paths.REPO_ROOT / "notebooks"
 RUNNABLE_SCALES = ("smoke", "default")  # `paper` is documented, not run here
@@ -138,11 +140,16 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(i: int, nb: Path) -> tuple:
         with lock:
-            print(f"[{i}/{len(found)}] {nb.stem} (scale={args.scale}) ...", flush=True)
+            print(f"[{i}/{len(found)}] {nb.stem} (scale={args.scale}, {'cold' if runtimes.is_cold(nb.stem) else 'warm'}"
+                  " cache) ...", flush=True)
         t0 = time.monotonic()
         before = last_results(nb.stem, args.scale)
+        cold = runtimes.is_cold(nb.stem)
         error = run_one(nb, args.scale, args.timeout)
         wall = time.monotonic() - t0
+        if error is None and args.scale == paths.COMMITTED_SCALE:
+            with lock:
+                runtimes.record(nb.stem, wall, cold, args.jobs)
         status = "ok" if error is None else "FAILED"
         with lock:
             print(f"[{i}/{len(found)}] {nb.stem}: {status} in {wall:.0f} s"

@@ -1,0 +1,71 @@
+"""The runtime table is measured: each successful default run is recorded, cold or warm, and nothing else is."""
+
+import datetime
+import json
+
+import pytest
+
+from mlsysrepro import runner
+from mlsysrepro.core import paths, runtimes
+
+
+@pytest.fixture
+def runtimes_file(tmp_path, monkeypatch):
+    path = tmp_path / "runtimes.json"
+    monkeypatch.setenv("MLSYSREPRO_RUNTIMES", str(path))
+    return path
+
+
+def test_each_kind_keeps_its_latest_time(runtimes_file):
+    day = datetime.date(2026, 12, 3)
+    runtimes.record("llcg", 600.0, cold=True, jobs=1, date=day)
+    runtimes.record("llcg", 120.0, cold=False, jobs=1, date=day)
+    runtimes.record("llcg", 540.0, cold=True, jobs=2, date=day)
+    entries = json.loads(runtimes_file.read_text())["llcg"]
+    assert entries["cold"]["seconds"] == 540.0 and entries["cold"]["jobs"] == 2
+    assert entries["warm"]["seconds"] == 120.0 and entries["warm"]["date"] == "2026-12-03"
+
+
+def test_bad_input_names_the_parameter(runtimes_file):
+    with pytest.raises(ValueError, match="seconds"):
+        runtimes.record("llcg", -1.0, cold=True, jobs=1)
+    with pytest.raises(ValueError, match="jobs"):
+        runtimes.record("llcg", 1.0, cold=True, jobs=0)
+    assert not runtimes_file.exists()
+
+
+def test_a_notebook_is_cold_until_its_cache_folder_holds_something():
+    folder = paths.cache_dir() / "runtime_probe"
+    assert runtimes.is_cold("runtime_probe")
+    folder.mkdir(parents=True)
+    assert runtimes.is_cold("runtime_probe")
+    (folder / "entry.pt").write_bytes(b"x")
+    assert not runtimes.is_cold("runtime_probe")
+
+
+def test_the_table_totals_what_was_measured_and_counts_what_was_not(runtimes_file):
+    day = datetime.date(2026, 12, 3)
+    runtimes.record("a", 600.0, cold=True, jobs=1, date=day)
+    runtimes.record("b", 1200.0, cold=True, jobs=2, date=day)
+    runtimes.record("a", 60.0, cold=False, jobs=1, date=day)
+    table = runtimes.markdown_table(["a", "b"])
+    assert "| `a` | 10.0 min (2026-12-03) | 1.0 min (2026-12-03) |" in table
+    assert "| `b` | 20.0 min (2026-12-03, 2 at once) | not measured |" in table
+    assert "| **all** | **30 min** | **1 min** (1 not measured) |" in table
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_runner_records_a_successful_default_run_only(runtimes_file, monkeypatch, tmp_path, fails):
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    (notebooks / "probe.ipynb").write_text("{}")
+    monkeypatch.setattr(runner, "NOTEBOOKS", notebooks)
+    monkeypatch.setattr(runner, "run_one", lambda *args: "broken" if fails else None)
+    monkeypatch.setattr(runner.reproduction, "main", lambda argv: 0)
+    monkeypatch.setattr(paths, "failure_marker", lambda name, scale: tmp_path / f".{name}.failed")
+    runner.main(["--scale", "default"])
+    assert (runtimes.load() == {}) == fails
+    if not fails:
+        assert runtimes.load()["probe"]["cold"]["jobs"] == 1
+    runner.main(["--scale", "smoke"])
+    assert "warm" not in runtimes.load().get("probe", {})
