@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.monotonic() - t0
         if error is None and args.scale == paths.COMMITTED_SCALE:
             with lock:
-                runtimes.record(nb.stem, wall, cold, args.jobs)
+                runtimes.record_run(nb.stem, wall, cold, args.jobs)
         status = "ok" if error is None else "FAILED"
         with lock:
             print(f"[{i}/{len(found)}] {nb.stem}: {status} in {wall:.0f} s"

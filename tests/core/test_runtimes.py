@@ -64,8 +64,20 @@ def test_the_runner_records_a_successful_default_run_only(runtimes_file, monkeyp
     monkeypatch.setattr(runner.reproduction, "main", lambda argv: 0)
     monkeypatch.setattr(paths, "failure_marker", lambda name, scale: tmp_path / f".{name}.failed")
     runner.main(["--scale", "default"])
-    assert (runtimes.load() == {}) == fails
+    recorded = runtimes.load()
+    assert (recorded == {}) == fails
     if not fails:
-        assert runtimes.load()["probe"]["cold"]["jobs"] == 1
+        assert recorded["probe"]["cold"]["jobs"] == 1
     runner.main(["--scale", "smoke"])
-    assert "warm" not in runtimes.load().get("probe", {})
+    assert runtimes.load() == recorded
+
+
+def test_a_notebook_that_caches_nothing_has_one_time_for_both_kinds(runtimes_file):
+    folder = paths.cache_dir() / "caches_something"
+    runtimes.record_run("caches_nothing", 70.0, was_cold=True, jobs=1)
+    folder.mkdir(parents=True)
+    (folder / "entry.pt").write_bytes(b"x")
+    runtimes.record_run("caches_something", 300.0, was_cold=True, jobs=1)
+    table = runtimes.load()
+    assert table["caches_nothing"]["cold"]["seconds"] == table["caches_nothing"]["warm"]["seconds"] == 70.0
+    assert set(table["caches_something"]) == {"cold"}

@@ -1,7 +1,8 @@
 """How long each notebook took at ``default``, from the cache empty (cold) and full (warm): ``figures/runtimes.json``.
 
-The runner (:mod:`mlsysrepro.runner`) records every successful ``default`` run here: its wall time, whether the
-notebook's cache folder (``data/cache/<paper>/``) held anything when it started, how many notebooks ran at once
+The runner (:mod:`mlsysrepro.runner`) records every successful ``default`` run here (:func:`record_run`): its wall
+time, whether the notebook's cache folder (``data/cache/<paper>/``) held anything when it started (a notebook that
+caches nothing has one time for both), how many notebooks ran at once
 (``--jobs``), the machine's cores and the date. The README's runtime table is generated from this file
 (:func:`markdown_table`), so the times it shows are measured, never typed. Timings are kept apart from the
 results: two runs of one seed give the same ``results.json`` bytes, never the same times.
@@ -53,6 +54,14 @@ def record(notebook: str, seconds: float, cold: bool, jobs: int, date: datetime.
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(dict(sorted(table.items())), indent=1, sort_keys=True) + "\n")
     tmp.replace(path)  # never half-written
+
+
+def record_run(notebook: str, seconds: float, was_cold: bool, jobs: int) -> None:
+    """Record one successful run that started cold (``was_cold``, :func:`is_cold` before it) or warm. A notebook
+    that started cold and cached nothing computes everything on every run: its time is both kinds."""
+    record(notebook, seconds, cold=was_cold, jobs=jobs)
+    if was_cold and is_cold(notebook):
+        record(notebook, seconds, cold=False, jobs=jobs)
 
 
 def _cell(entry: dict | None) -> str:
