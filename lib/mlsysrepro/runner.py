@@ -139,12 +139,12 @@ def main(argv: list[str] | None = None) -> int:
     start, lock = time.monotonic(), threading.Lock()
 
     def run(i: int, nb: Path) -> tuple:
+        cold = runtimes.is_cold(nb.stem)
         with lock:
-            print(f"[{i}/{len(found)}] {nb.stem} (scale={args.scale}, {'cold' if runtimes.is_cold(nb.stem) else 'warm'}"
-                  " cache) ...", flush=True)
+            print(f"[{i}/{len(found)}] {nb.stem} (scale={args.scale}, {'cold' if cold else 'warm'} cache) ...",
+                  flush=True)
         t0 = time.monotonic()
         before = last_results(nb.stem, args.scale)
-        cold = runtimes.is_cold(nb.stem)
         error = run_one(nb, args.scale, args.timeout)
         wall = time.monotonic() - t0
         if error is None and args.scale == paths.COMMITTED_SCALE:

@@ -2,10 +2,10 @@
 
 The runner (:mod:`mlsysrepro.runner`) records every successful ``default`` run here (:func:`record_run`): its wall
 time, whether the notebook's cache folder (``data/cache/<paper>/``) held anything when it started (a notebook that
-caches nothing has one time for both), how many notebooks ran at once
-(``--jobs``), the machine's cores and the date. The README's runtime table is generated from this file
-(:func:`markdown_table`), so the times it shows are measured, never typed. Timings are kept apart from the
-results: two runs of one seed give the same ``results.json`` bytes, never the same times.
+caches nothing has one time for both), how many notebooks ran at once (``--jobs``), the machine's cores, its
+processor and the date. The README's runtime table is generated from this file (:func:`markdown_table`), so the
+times it shows are measured, never typed. Timings are kept apart from the results: two runs of one seed give the
+same ``results.json`` bytes, never the same times.
 """
 
 from __future__ import annotations
