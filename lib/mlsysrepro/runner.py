@@ -139,20 +139,23 @@ def main(argv: list[str] | None = None) -> int:
     start, lock = time.monotonic(), threading.Lock()
 
     def run(i: int, nb: Path) -> tuple:
-        cold = runtimes.is_cold(nb.stem)
+        entries = runtimes.cache_entries(nb.stem)
         with lock:
-            print(f"[{i}/{len(found)}] {nb.stem} (scale={args.scale}, {'cold' if cold else 'warm'} cache) ...",
-                  flush=True)
+            print(f"[{i}/{len(found)}] {nb.stem} (scale={args.scale}, {len(entries)} cache entries) ...", flush=True)
         t0 = time.monotonic()
         before = last_results(nb.stem, args.scale)
         error = run_one(nb, args.scale, args.timeout)
         wall = time.monotonic() - t0
+        kinds: tuple[str, ...] = ()
         if error is None and args.scale == paths.COMMITTED_SCALE:
             with lock:
-                runtimes.record_run(nb.stem, wall, cold, args.jobs)
+                kinds = runtimes.record_run(nb.stem, wall, entries, args.jobs)
         status = "ok" if error is None else "FAILED"
         with lock:
-            print(f"[{i}/{len(found)}] {nb.stem}: {status} in {wall:.0f} s"
+            timed = (" (recorded as " + " and ".join(kinds) + ")" if kinds else
+                     " (not recorded: a partly cached run is neither cold nor warm)"
+                     if error is None and args.scale == paths.COMMITTED_SCALE else "")
+            print(f"[{i}/{len(found)}] {nb.stem}: {status} in {wall:.0f} s{timed}"
                   f" (total {time.monotonic() - start:.0f} s){'' if error is None else ': ' + error}", flush=True)
         if error is not None:  # the folder keeps the last successful run's files; the marker says they are stale
             marker = paths.failure_marker(nb.stem, args.scale)

@@ -34,13 +34,20 @@ def test_bad_input_names_the_parameter(runtimes_file):
     assert not runtimes_file.exists()
 
 
-def test_a_notebook_is_cold_until_its_cache_folder_holds_something():
+def test_cache_entries_are_what_the_notebook_s_folder_holds():
+    assert runtimes.cache_entries("runtime_probe") == frozenset()
     folder = paths.cache_dir() / "runtime_probe"
-    assert runtimes.is_cold("runtime_probe")
     folder.mkdir(parents=True)
-    assert runtimes.is_cold("runtime_probe")
     (folder / "entry.pt").write_bytes(b"x")
-    assert not runtimes.is_cold("runtime_probe")
+    assert runtimes.cache_entries("runtime_probe") == {"entry.pt"}
+
+
+def test_a_run_is_cold_from_nothing_warm_when_it_computes_nothing_and_neither_on_a_stale_cache():
+    nothing, one, two = frozenset(), frozenset({"a.pt"}), frozenset({"a.pt", "b.pt"})
+    assert runtimes.run_kind(nothing, two) == ("cold",)
+    assert runtimes.run_kind(two, two) == ("warm",)
+    assert runtimes.run_kind(nothing, nothing) == ("cold", "warm")  # caches nothing: every run is both
+    assert runtimes.run_kind(one, two) == ()  # a stale entry recomputed: neither label would be true
 
 
 def test_the_table_totals_what_was_measured_and_counts_what_was_not(runtimes_file):
@@ -72,12 +79,15 @@ def test_the_runner_records_a_successful_default_run_only(runtimes_file, monkeyp
     assert runtimes.load() == recorded
 
 
-def test_a_notebook_that_caches_nothing_has_one_time_for_both_kinds(runtimes_file):
+def test_record_run_files_a_run_under_each_kind_it_is(runtimes_file):
     folder = paths.cache_dir() / "caches_something"
-    runtimes.record_run("caches_nothing", 70.0, was_cold=True, jobs=1)
+    runtimes.record_run("caches_nothing", 70.0, frozenset(), jobs=1)
     folder.mkdir(parents=True)
     (folder / "entry.pt").write_bytes(b"x")
-    runtimes.record_run("caches_something", 300.0, was_cold=True, jobs=1)
+    assert runtimes.record_run("caches_something", 300.0, frozenset(), jobs=1) == ("cold",)
+    (folder / "other.pt").write_bytes(b"x")
+    assert runtimes.record_run("caches_something", 200.0, frozenset({"entry.pt"}), jobs=1) == ()
     table = runtimes.load()
     assert table["caches_nothing"]["cold"]["seconds"] == table["caches_nothing"]["warm"]["seconds"] == 70.0
-    assert set(table["caches_something"]) == {"cold"}
+    assert table["caches_something"] == {"cold": table["caches_something"]["cold"]}
+    assert table["caches_something"]["cold"]["seconds"] == 300.0

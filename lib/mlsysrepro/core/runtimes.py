@@ -1,8 +1,9 @@
 """How long each notebook took at ``default``, from the cache empty (cold) and full (warm): ``figures/runtimes.json``.
 
 The runner (:mod:`mlsysrepro.runner`) records every successful ``default`` run here (:func:`record_run`): its wall
-time, whether the notebook's cache folder (``data/cache/<paper>/``) held anything when it started (a notebook that
-caches nothing has one time for both), how many notebooks ran at once (``--jobs``), the machine's cores, its
+time, cold when the notebook's cache folder (``data/cache/<paper>/``) held nothing when it started, warm when the
+run computed no new entry (:func:`run_kind`; a notebook that caches nothing has one time for both, a run on a
+partly stale cache is neither), how many notebooks ran at once (``--jobs``), the machine's cores, its
 processor and the date. The README's runtime table is generated from this file (:func:`markdown_table`), so the
 times it shows are measured, never typed. Timings are kept apart from the results: two runs of one seed give the
 same ``results.json`` bytes, never the same times.
@@ -26,10 +27,10 @@ def runtimes_file() -> Path:
     return Path(os.environ.get("MLSYSREPRO_RUNTIMES", paths.figures_root(paths.COMMITTED_SCALE) / "runtimes.json"))
 
 
-def is_cold(paper: str) -> bool:
-    """True when the notebook would compute everything: its cache folder is missing or empty."""
+def cache_entries(paper: str) -> frozenset[str]:
+    """The names of the entries in the notebook's cache folder (none when it is missing)."""
     folder = paths.cache_dir() / paper
-    return not folder.is_dir() or not any(folder.iterdir())
+    return frozenset(p.name for p in folder.iterdir()) if folder.is_dir() else frozenset()
 
 
 def load() -> dict[str, dict[str, dict]]:
@@ -56,12 +57,23 @@ def record(notebook: str, seconds: float, cold: bool, jobs: int, date: datetime.
     tmp.replace(path)  # never half-written
 
 
-def record_run(notebook: str, seconds: float, was_cold: bool, jobs: int) -> None:
-    """Record one successful run that started cold (``was_cold``, :func:`is_cold` before it) or warm. A notebook
-    that started cold and cached nothing computes everything on every run: its time is both kinds."""
-    record(notebook, seconds, cold=was_cold, jobs=jobs)
-    if was_cold and is_cold(notebook):
-        record(notebook, seconds, cold=False, jobs=jobs)
+def run_kind(before: frozenset[str], after: frozenset[str]) -> tuple[str, ...]:
+    """What a run was, from its cache entries before and after (:func:`cache_entries`): ``cold`` when it started
+    with none, ``warm`` when it computed no new one; a notebook that caches nothing is both on every run, and a run
+    that started with some entries and still computed others (a stale or partial cache) is neither."""
+    kinds = ("cold",) if not before else ()
+    if after == before:
+        kinds += ("warm",)
+    return kinds
+
+
+def record_run(notebook: str, seconds: float, before: frozenset[str], jobs: int) -> tuple[str, ...]:
+    """Record one successful run under each kind :func:`run_kind` gives it (``before``: its cache entries when it
+    started); returns those kinds."""
+    kinds = run_kind(before, cache_entries(notebook))
+    for kind in kinds:
+        record(notebook, seconds, cold=kind == "cold", jobs=jobs)
+    return kinds
 
 
 def _cell(entry: dict | None) -> str:
@@ -73,8 +85,8 @@ def _cell(entry: dict | None) -> str:
 
 
 def markdown_table(notebooks: list[str]) -> str:
-    """One row per notebook (cold and warm minutes, the date each was measured, how many ran at once) and the
-    totals over the notebooks measured in both kinds, with how many are missing."""
+    """One row per notebook (cold and warm minutes, the date each was measured, how many ran at once) and each
+    kind's total over the notebooks measured in it, with how many were not."""
     table = load()
     lines = ["| notebook | cold cache | warm cache |", "|---|---|---|"]
     totals = {kind: 0.0 for kind in KINDS}
