@@ -42,6 +42,17 @@ def test_network_claim_sets_the_largest_slowdown_beside_the_papers_up_to_5x():
     assert position(CLAIMS["C2"], one_pair_near) == "1 of 2 inside 2.5–7.5, 1 below"
 
 
+@pytest.mark.parametrize("slowdown, noise, expected", [(8.0, 0.01, "fails"), (7.6, 0.05, "inconclusive"),
+                                                       (6.5, 0.05, "holds")])
+def test_network_claim_carries_the_noise_floor_of_both_timings(slowdown, noise, expected):
+    measured = ddl_stalls.network_claim(network({"p3": [slowdown], "p2": [2.0]}), noise)
+    assert measured.interval == pytest.approx((slowdown * (1 - noise) / (1 + noise),
+                                               slowdown * (1 + noise) / (1 - noise)))
+    assert verdict(CLAIMS["C2"], measured)[0] == expected
+    with pytest.raises(ValueError, match="noise"):
+        ddl_stalls.network_claim(network({"p3": [slowdown]}), 1.0)
+
+
 def test_a_share_re_expressed_for_a_faster_gpu_grows_and_for_a_slower_one_shrinks():
     assert ddl_stalls.share_at_efficiency(0.5, 1.0) == pytest.approx(0.5)
     assert ddl_stalls.share_at_efficiency(0.5, 2.0) == pytest.approx(2 / 3)  # stall 1, compute 1 -> 0.5

@@ -437,15 +437,22 @@ def interconnect_claim(stalls: pd.DataFrame, efficiency_ratio: float = 1.0) -> M
                             f"of {len(one_machine)} pairs at 50 % or more; interval: +- the noise floor {noise:.1%}")
 
 
-def network_claim(network: pd.DataFrame) -> Measurement:
+def network_claim(network: pd.DataFrame, noise: float = 0.0) -> Measurement:
     """Claim C2 ("up to 5x"): the largest two-machine slowdown over the models and instance pairs (a
-    :func:`network_table`), with each pair's own largest beside it."""
+    :func:`network_table`), with each pair's own largest beside it. Its interval is what a relative error of
+    ``noise`` (the :func:`noise_floor`) on each of the two timings it divides allows: ``s (1 - n) / (1 + n)`` to
+    ``s (1 + n) / (1 - n)``."""
     if network.empty:
         return not_testable("no pair of `network_pairs` was profiled")
+    if not 0.0 <= noise < 1.0:
+        raise ValueError(f"noise must be in [0, 1), got {noise}")
     worst = network.loc[network.groupby("pair").slowdown.idxmax()]
-    return Measurement(float(worst.slowdown.max()), per_setting=dict(zip(worst.pair, worst.slowdown)),
+    largest = float(worst.slowdown.max())
+    return Measurement(largest, (largest * (1 - noise) / (1 + noise), largest * (1 + noise) / (1 - noise)),
+                       per_setting=dict(zip(worst.pair, worst.slowdown)),
                        note="; ".join(f"{r.pair}: {r.model}" for r in worst.itertuples())
-                            + f"; smallest slowdown {network.slowdown.min():.2f}x")
+                            + f"; smallest slowdown {network.slowdown.min():.2f}x; interval: the noise floor "
+                            f"{noise:.1%} on each timing")
 
 
 def priciest_not_cheapest(verdicts: pd.DataFrame) -> Measurement:
