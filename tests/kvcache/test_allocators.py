@@ -27,11 +27,12 @@ def test_every_allocator_meets_the_total_exactly(compression):
             A.uniform(SHAPE, total, FLOOR, CAP)
         return
     check(A.uniform(SHAPE, total, FLOOR, CAP), total)
-    check(A.pyramid(SHAPE, total, FLOOR, CAP), total)
+    check(A.pyramid(SHAPE, total, FLOOR, CAP, beta=20, window=0), total)
     check(A.adakv(SHAPE, total, FLOOR, CAP), total)
     check(A.duo(SHAPE, total, FLOOR, CAP, importance), total)
     for gamma in (0.0, 1.0, 4.0):
         check(A.baklava(SHAPE, total, FLOOR, CAP, importance, gamma), total)
+        check(A.reversed_importance(SHAPE, total, FLOOR, CAP, importance, gamma), total)
 
 
 def test_distribute_is_proportional_above_the_floor_and_water_fills_the_cap():
@@ -58,7 +59,7 @@ def test_baklava_gives_more_important_caches_more():
 
 
 def test_pyramid_shrinks_with_depth():
-    b = A.pyramid(SHAPE, 12 * 50, FLOOR, CAP, beta=5).budgets
+    b = A.pyramid(SHAPE, 12 * 50, FLOOR, CAP, beta=5, window=0).budgets
     per_layer = b.sum(1)
     assert (per_layer[1:] < per_layer[:-1]).all()
     assert (b.max(1).values - b.min(1).values <= 1).all()  # equal within a layer
@@ -70,6 +71,27 @@ def test_pyramid_stays_linear_and_keeps_the_window_as_kvpress_does():
     assert b.tolist() == [112, 101, 91, 80]
     tight = A.pyramid((4, 1), A.total_budget(0.9, 4, 128), 4, 128, beta=20, window=16).budgets.flatten()
     assert tight.max() - tight.min() <= 1  # the bottom would fall below the window: every layer gets the mean
+
+
+def test_pyramid_needs_the_policy_window_and_matches_kvpress_only_with_it():
+    """kvpress 0.5.5, 2 layers of one head, 256 tokens at 50 %, window 16: [240, 16]; without the window the
+    linear profile would drop the last layer to 6 entries, below the window every layer keeps."""
+    total = A.total_budget(0.5, 2, 256)
+    assert A.pyramid((2, 1), total, 1, 256, beta=20, window=16).budgets.flatten().tolist() == [240, 16]
+    assert A.pyramid((2, 1), total, 1, 256, beta=20, window=0).budgets.flatten().tolist() == [250, 6]
+    with pytest.raises(TypeError):
+        A.pyramid((2, 1), total, 1, 256, beta=20)  # the window is not optional
+    with pytest.raises(ValueError, match="window"):
+        A.pyramid((2, 1), total, 1, 256, beta=20, window=-1)
+
+
+def test_the_reversed_control_has_baklavas_budgets_in_reverse_order_of_importance():
+    importance = torch.tensor([[0.1, 0.4, 0.2], [0.8, 0.3, 0.05]])
+    ours = A.baklava((2, 3), 300, 4, 128, importance, 2.0).budgets.flatten()
+    control = A.reversed_importance((2, 3), 300, 4, 128, importance, 2.0).budgets.flatten()
+    assert sorted(control.tolist()) == sorted(ours.tolist())
+    order = importance.flatten().argsort()
+    assert (control[order].diff() <= 0).all() and (ours[order].diff() >= 0).all()
 
 
 def test_adakv_pools_layers_with_a_floor_of_alpha_times_the_mean():

@@ -188,12 +188,47 @@ def test_memory_accounting_counts_kept_entries_and_allocated_slots(model, tokens
 
 @torch.no_grad()
 def test_perplexity_through_the_full_cache_equals_the_one_pass_loss(model, tokens):
-    from mlsysrepro.kvcache.evaluation import decode_nll
-    nll = decode_nll(model, tokens, PREFILL, FullCache, batch=2)
+    from mlsysrepro.kvcache.evaluation import continuation_nll
+    nll = continuation_nll(model, tokens, PREFILL, FullCache, batch=2)
     logits = model(tokens)
     reference = torch.nn.functional.cross_entropy(logits[:, PREFILL - 1:-1].transpose(1, 2), tokens[:, PREFILL:],
                                                   reduction="none")
     torch.testing.assert_close(nll, reference.float(), rtol=0, atol=1e-5)
+
+
+@torch.no_grad()
+def test_a_compressed_context_is_read_once_and_nothing_is_evicted_while_the_rest_is_read(model, tokens):
+    """kvpress' protocol: the context is compressed once; the rest is read in one pass, so each continuation
+    token's loss depends on the compressed context and the tokens before it only, never on how long the rest is."""
+    from mlsysrepro.kvcache.evaluation import continuation_nll
+    budgets = torch.full((model.cfg.layers, model.cfg.kv_heads), 4)
+    compressed = lambda: BudgetedCache(budgets, StreamingLLM(sinks=2))  # noqa: E731
+    nll = continuation_nll(model, tokens, PREFILL, compressed, batch=len(tokens))
+    shorter = continuation_nll(model, tokens[:, :PREFILL + 5], PREFILL, compressed, batch=len(tokens))
+    torch.testing.assert_close(shorter, nll[:, :5], rtol=0, atol=1e-6)
+    full = continuation_nll(model, tokens, PREFILL, FullCache, batch=len(tokens))
+    roomy = torch.full((model.cfg.layers, model.cfg.kv_heads), LENGTH)  # a budget that never evicts is the full cache
+    torch.testing.assert_close(continuation_nll(model, tokens, PREFILL, lambda: BudgetedCache(roomy, StreamingLLM()),
+                                                batch=len(tokens)), full, rtol=0, atol=1e-5)
+    assert not torch.allclose(nll, full)  # the context was compressed
+    with pytest.raises(ValueError, match="context"):
+        continuation_nll(model, tokens, LENGTH, FullCache)
+
+
+@torch.no_grad()
+def test_answers_are_read_after_the_compressed_context_and_scored_digit_by_digit(model, tokens):
+    from mlsysrepro.kvcache.evaluation import answers_correct
+    from mlsysrepro.transformer.retrieval import VALUE_DIGITS
+    start = LENGTH - VALUE_DIGITS
+    greedy = model(tokens).argmax(-1)  # full attention: each position's greedy next token
+    planted = tokens.clone()
+    planted[:, start:] = greedy[:, start - 1:-1]  # a sequence whose answer is the greedy choice, digit by digit
+    planted[1:, start:] = greedy[1:, start - 1:-1]
+    again = model(planted).argmax(-1)
+    expected = (again[:, start - 1:-1] == planted[:, start:]).all(-1)
+    assert torch.equal(answers_correct(model, planted, PREFILL, start, FullCache), expected)
+    with pytest.raises(ValueError, match="context"):
+        answers_correct(model, planted, start + 1, start, FullCache)
 
 
 @torch.no_grad()

@@ -22,18 +22,21 @@ def test_adakv_is_not_paired_with_streamingllm():
     settings = resolve("baklava", baklava.PRESETS, {"scale": "smoke"})
     pairs = baklava.pairs(settings)
     assert ("streamingllm", "adakv") not in pairs and ("snapkv", "adakv") in pairs
-    assert len(pairs) == len(settings.policies) * 5 - 1
+    assert ("snapkv", "reversed") in pairs  # the control is evaluated beside every method
+    settings = settings.with_values(policies=["streamingllm", "snapkv"])
+    assert len(baklava.pairs(settings)) == 2 * 6 - 1
 
 
 def test_evaluation_caches_ignore_the_speed_knobs():
     a = resolve("baklava", baklava.PRESETS, {"scale": "smoke"})
     b = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "speed_context": 64, "decode_workers": 1})
     c = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "floor": 2})
+    d = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "models": 5})  # model i's evaluations stay valid
 
     def key(settings):
         return cache_key("quality_grid", settings, baklava.EVALUATION_KNOBS)
 
-    assert key(a) == key(b) != key(c)
+    assert key(a) == key(b) == key(d) != key(c)
 
 
 def test_unknown_choices_are_named():

@@ -1,66 +1,116 @@
-"""BaKlaVa's claim measurements on hand-made grids: where each must hold and where it must fail."""
+"""BaKlaVa's claim measurements on hand-made grids of several models: where each must hold and where it must fail."""
 
+import numpy as np
 import pandas as pd
+import pytest
 
 from mlsysrepro.core.claims import verdict
 from mlsysrepro.papers import baklava
 
 CLAIMS = {claim.id: claim for claim in baklava.CLAIMS}
+QUERIES = 400
 
 
-def grid(ppl: dict[str, list[float]], retrieval: dict[str, list[float]], compressions=(0.5, 0.7, 0.85, 0.9),
-         policy="snapkv") -> pd.DataFrame:
-    return pd.DataFrame([dict(policy=policy, allocator=a, compression=c, ppl=p, retrieval=r)
-                         for a in ppl for c, p, r in zip(compressions, ppl[a], retrieval[a])])
+def hits(accuracy: float, n: int = QUERIES) -> np.ndarray:
+    """n query outcomes with exactly round(accuracy * n) hits, the first ones."""
+    return np.arange(n) < round(accuracy * n)
 
 
-def test_c1_holds_only_where_uniform_budgets_fall_short():
-    good = grid({"baklava": [6.0, 6.2, 7.0, 8.0], "uniform": [6.1, 6.9, 8.0, 9.0]}, {"baklava": [0] * 4, "uniform": [0] * 4})
-    measured = baklava.compression_at_baseline(good, full_ppl=6.0)
-    assert (measured.value, measured.baseline.value) == (0.7, 0.5)
-    costs = baklava.perplexity_cost(good, 6.0)  # uniform at 90 %: 9.0 / 6.0 - 1
-    assert costs.value == 0.5 and verdict(CLAIMS["C1"], measured.given(compression_costs=costs))[0] == "holds"
-    both = grid({"baklava": [6.0, 6.2, 7.0, 8.0], "uniform": [6.0, 6.2, 8.0, 9.0]}, {"baklava": [0] * 4, "uniform": [0] * 4})
-    judged = baklava.compression_at_baseline(both, full_ppl=6.0).given(compression_costs=baklava.perplexity_cost(both, 6.0))
+def grid(ppl: dict[str, list[float]], retrieval: dict[str, list[float]], full=(6.0, 0.9), models=(0, 1, 2),
+         compressions=(0.5, 0.7, 0.85, 0.9), policy="snapkv") -> pd.DataFrame:
+    """Every model gets the same rows: the full cache, then each allocator at each compression."""
+    rows = []
+    for m in models:
+        rows.append(dict(model=m, policy="full", allocator="full", compression=0.0, ppl=full[0], retrieval=full[1],
+                         correct=hits(full[1])))
+        rows += [dict(model=m, policy=policy, allocator=a, compression=c, ppl=p, retrieval=r, correct=hits(r))
+                 for a in ppl for c, p, r in zip(compressions, ppl[a], retrieval[a])]
+    return pd.DataFrame(rows)
+
+
+def test_c1_is_judged_over_the_models_and_holds_only_where_uniform_budgets_fall_short():
+    zero = {"baklava": [0] * 4, "uniform": [0] * 4}
+    good = grid({"baklava": [6.0, 6.2, 7.0, 8.0], "uniform": [6.1, 6.9, 8.0, 9.0]}, zero)
+    measured = baklava.compression_at_baseline(good, "snapkv")
+    assert measured.value == 0.7 and measured.baseline.value == 0.5 and len(measured.per_setting) == 3
+    costs = baklava.perplexity_cost(good, "snapkv")  # uniform at 90 %: 9.0 / 6.0 - 1 on every model
+    assert costs.value == pytest.approx(0.5)
+    assert verdict(CLAIMS["C1"], measured.given(compression_costs=costs))[0] == "holds"
+    both = grid({"baklava": [6.0, 6.2, 7.0, 8.0], "uniform": [6.0, 6.2, 8.0, 9.0]}, zero)
+    judged = baklava.compression_at_baseline(both, "snapkv").given(compression_costs=baklava.perplexity_cost(both, "snapkv"))
     assert verdict(CLAIMS["C1"], judged)[0] == "fails"
+    # one model of three reaching 70 % is not the claim: k of n, never the best model
+    mixed = pd.concat([good[good.model == 0], both[both.model == 1].assign(
+        ppl=lambda f: f.ppl.where(f.allocator != "baklava", 6.9)), both[both.model == 2].assign(
+        ppl=lambda f: f.ppl.where(f.allocator != "baklava", 6.9))])
+    result, why = verdict(CLAIMS["C1"], baklava.compression_at_baseline(mixed, "snapkv").given(compression_costs=costs))
+    assert result == "fails" and "passes on 1 of 3 settings" in why
     # compression that costs nothing: no allocator can stand out, so not testable (never "fails")
-    free = grid({"baklava": [6.0, 6.1, 6.2, 6.3], "uniform": [6.0, 6.1, 6.2, 6.4]}, {"baklava": [0] * 4, "uniform": [0] * 4})
-    result, why = verdict(CLAIMS["C1"], baklava.compression_at_baseline(free, 6.0).given(
-        compression_costs=baklava.perplexity_cost(free, 6.0)))
-    assert result == "not testable here" and "measured 0.06667, fails `measured >= 0.1`" in why
-    assert baklava.highest_compression(grid({"a": [7.0, 6.0, 6.0, 6.0]}, {"a": [0] * 4}), 6.0, "a") == 0.0
+    free = grid({"baklava": [6.0, 6.1, 6.2, 6.3], "uniform": [6.0, 6.1, 6.2, 6.4]}, zero)
+    result, why = verdict(CLAIMS["C1"], baklava.compression_at_baseline(free, "snapkv").given(
+        compression_costs=baklava.perplexity_cost(free, "snapkv")))
+    assert result == "not testable here" and "fails `measured >= 0.1`" in why
 
 
-def test_c2_and_c3_carry_intervals_over_the_queries():
+def test_c2_and_c3_carry_intervals_over_the_queries_and_need_a_model_that_retrieves():
     g = grid({"baklava": [6] * 4, "uniform": [6] * 4}, {"baklava": [0.9, 0.9, 0.5, 0.1], "uniform": [0.9, 0.5, 0.05, 0.01]})
-    costs = baklava.retrieval_cost(g, 0.9, 0.7, 512)  # uniform loses 0.4 at 70 %
-    assert costs.value == 0.4 and costs.interval[0] > 0.1
-    assert verdict(CLAIMS["C2"], baklava.retrieval_at(g, 0.9, 0.7, 512).given(compression_costs_retrieval=costs))[0] \
+    costs = baklava.retrieval_cost(g, "snapkv", 0.7)  # uniform loses 0.4 at 70 %
+    solves = baklava.full_retrieval(g)
+    assert costs.value == pytest.approx(0.4) and min(low for low, _ in costs.per_setting_interval.values()) > 0.1
+    assert verdict(CLAIMS["C2"], baklava.retrieval_at(g, "snapkv", 0.7).given(
+        compression_costs_retrieval=costs, full_cache_retrieves=solves))[0] == "holds"
+    assert verdict(CLAIMS["C3"], baklava.high_compression_gain(g, "snapkv").given(full_cache_retrieves=solves))[0] \
         == "holds"
-    few = baklava.retrieval_at(g, 0.9, 0.7, 8).given(compression_costs_retrieval=baklava.retrieval_cost(g, 0.9, 0.7, 8))
-    assert verdict(CLAIMS["C2"], few)[0] == "not testable here"  # eight queries cannot even show uniform's loss
-    assert verdict(CLAIMS["C3"], baklava.high_compression_gain(g, 512))[0] == "holds"
-    noise = grid({"baklava": [6] * 4, "uniform": [6] * 4}, {"baklava": [0, 0, 12 / 128, 0], "uniform": [0, 0, 9 / 128, 0]})
-    assert verdict(CLAIMS["C3"], baklava.high_compression_gain(noise, 128))[0] != "holds"
+    weak = grid({"baklava": [6] * 4, "uniform": [6] * 4}, {"baklava": [0.3] * 4, "uniform": [0.1] * 4}, full=(6.0, 0.3))
+    result, why = verdict(CLAIMS["C3"], baklava.high_compression_gain(weak, "snapkv").given(
+        full_cache_retrieves=baklava.full_retrieval(weak)))
+    assert result == "not testable here" and "full_cache_retrieves" in why
+    noise = grid({"baklava": [6] * 4, "uniform": [6] * 4}, {"baklava": [0, 0, 0.06, 0], "uniform": [0, 0, 0.045, 0]})
+    assert verdict(CLAIMS["C3"], baklava.high_compression_gain(noise, "snapkv").given(
+        full_cache_retrieves=solves))[0] != "holds"
 
 
-def test_c4_takes_the_weakest_prompt_set():
-    agreement = pd.DataFrame([[1.0, 0.99, 0.95, 0.53]], index=["A"], columns=["A", "B", "ptb", "retrieval"])
-    measured = baklava.ranking_consistency(agreement)
-    assert measured.value == 0.53 and verdict(CLAIMS["C4"], measured)[0] == "fails"
+def agreement(b: float, other: float, retrieval: float) -> pd.DataFrame:
+    return pd.DataFrame([[1.0, b, other, retrieval]], index=["A"], columns=["A", "B", "ptb", "retrieval"])
 
 
-def test_c5_is_strict_and_counts_retrieval_too():
-    cells = pd.concat([grid({"baklava": [6.0] * 4, "pyramid": [6.1] * 4, "adakv": [6.2] * 4},
-                            {"baklava": [0.5] * 4, "pyramid": [0.4] * 4, "adakv": [0.45] * 4}, policy=p)
-                       for p in ("snapkv", "h2o")])
-    powered = {"compression_costs": 0.5, "compression_costs_retrieval": 0.4}
-    assert verdict(CLAIMS["C5"], baklava.margin_over_rivals(cells).given(**powered))[0] == "holds"
-    behind = cells.assign(ppl=cells.ppl.where(cells.allocator != "baklava", 6.15))  # behind PyramidKV by < 1 %
-    measured = baklava.margin_over_rivals(behind).given(**powered)
-    assert verdict(CLAIMS["C5"], measured)[0] == "fails"
-    assert verdict(CLAIMS["C5"], measured.given(compression_costs=0.03))[0] == "not testable here"
-    assert "snapkv 50% ppl" in measured.note
+def test_c4_is_judged_per_prompt_set_over_the_models():
+    text_only = [agreement(0.99, 0.92, 0.5), agreement(0.98, 0.9, 0.6), agreement(0.97, 0.91, 0.4)]
+    measured = baklava.ranking_consistency(text_only)
+    assert set(measured.per_setting) == {"B", "ptb", "retrieval"} and measured.per_setting_interval["B"][0] > 0.9
+    result, why = verdict(CLAIMS["C4"], measured)
+    assert result == "holds" and "passes on 2 of 3 settings" in why
+    assert verdict(CLAIMS["C4"], baklava.ranking_consistency(
+        [agreement(0.99, 0.5, 0.5), agreement(0.98, 0.6, 0.4), agreement(0.97, 0.55, 0.45)]))[0] == "fails"
+
+
+def c5_grid(ours: float, rival: float, control: float, models=(0, 1, 2)) -> pd.DataFrame:
+    accuracies = {"baklava": [ours] * 4, "pyramid": [rival] * 4, "adakv": [rival - 0.1] * 4, "reversed": [control] * 4}
+    return pd.concat([grid({a: [6.0] * 4 for a in accuracies}, accuracies, models=models, policy=p)
+                      for p in ("snapkv", "h2o")]).drop_duplicates(subset=["model", "policy", "allocator", "compression"])
+
+
+POWERED = {"full_cache_retrieves": 0.9, "compression_costs_retrieval": 0.4}
+
+
+def test_c5_is_paired_non_inferiority_with_a_control_that_must_fail():
+    tie = baklava.noninferiority(c5_grid(0.5, 0.5, 0.2))
+    assert tie.per_setting["snapkv 70%"] == 0.0 and tie.baseline.per_setting["snapkv 70%"] == pytest.approx(-0.3)
+    assert verdict(CLAIMS["C5"], tie.given(**POWERED))[0] == "holds"
+    behind = baklava.noninferiority(c5_grid(0.4, 0.5, 0.2))  # 10 points behind, far past the 2.5-point margin
+    assert verdict(CLAIMS["C5"], behind.given(**POWERED))[0] == "fails"
+    # a control as good as the rivals: the test cannot tell a good allocation from a bad one
+    blind = baklava.noninferiority(c5_grid(0.5, 0.5, 0.5))
+    assert verdict(CLAIMS["C5"], blind.given(**POWERED))[0] == "not testable here"
+    assert verdict(CLAIMS["C5"], tie.given(full_cache_retrieves=0.9, compression_costs_retrieval=0.02))[0] \
+        == "not testable here"
+
+
+def test_the_paired_difference_redraws_items_within_each_model():
+    same = [hits(0.5), hits(0.7)]
+    assert baklava.paired_difference(same, same) == (0.0, (0.0, 0.0))
+    value, (low, high) = baklava.paired_difference([hits(0.6, 400)], [hits(0.5, 400)])
+    assert value == pytest.approx(0.1) and 0.06 < low < 0.1 < high < 0.14  # 40 discordant pairs of 400
 
 
 def test_k1_reads_the_slowest_budget_with_its_interval():

@@ -15,6 +15,7 @@ matched compression (the accounting that kvpress#228 found inconsistent across m
 - :func:`baklava`: BaKlaVa (Gulhan et al. 2025): budgets proportional to ``importance ** gamma`` between a floor
   and the full length; ``gamma`` (and the layer factor's exponent, :func:`.profiling.cache_importance`) are
   searched on a calibration split. The paper does not publish its budget family; this one is our choice.
+- :func:`reversed_importance`: a control, BaKlaVa's budgets given to the caches in reverse order of importance.
 
 Every allocator returns an :class:`Allocation` whose integer budgets sum exactly to the total.
 """
@@ -81,12 +82,17 @@ def uniform(shape: tuple[int, int], total: int, floor: int, cap: int) -> Allocat
     return Allocation(distribute(torch.ones(shape), total, floor, cap).view(shape))
 
 
-def pyramid(shape: tuple[int, int], total: int, floor: int, cap: int, beta: float = 20.0,
-            window: int = 0) -> Allocation:
+def pyramid(shape: tuple[int, int], total: int, floor: int, cap: int, beta: float, window: int) -> Allocation:
     """PyramidKV's layer budgets, as the authors' code and NVIDIA kvpress compute them: linear in depth around the
     mean ``m``, from ``2m - m/beta`` down to ``m/beta``. Where the top would exceed ``cap - window`` it stops there
     and the bottom rises to keep the mean, so the profile stays linear; where the bottom would fall below the
-    observation ``window`` (which every layer keeps), every layer gets ``m``, as SnapKV would."""
+    observation ``window`` (which every layer keeps), every layer gets ``m``, as SnapKV would.
+
+    ``window`` has no default: kvpress' ``PyramidKVPress`` keeps its own observation window (``window_size=64``,
+    whatever the scorer), so a caller passes the window of the policy the budgets serve, 0 for one that keeps
+    none (StreamingLLM's recent tokens are ranked, not a fixed window)."""
+    if window < 0 or beta <= 0:
+        raise ValueError(f"window must be >= 0 and beta > 0, got window={window}, beta={beta}")
     layers, heads = shape
     mean = total / (layers * heads)
     low, high = mean / beta, 2 * mean - mean / beta
@@ -125,4 +131,18 @@ def baklava(shape: tuple[int, int], total: int, floor: int, cap: int, importance
     return Allocation(distribute(weights, total, floor, cap).view(shape))
 
 
+def reversed_importance(shape: tuple[int, int], total: int, floor: int, cap: int, importance: torch.Tensor,
+                        gamma: float) -> Allocation:
+    """The control: BaKlaVa's budgets at ``gamma`` handed out in reverse order of importance (the most important
+    cache gets the smallest budget). It has BaKlaVa's spread of budgets and none of its information, so a test
+    that cannot tell it from BaKlaVa cannot tell whether the profile helps."""
+    order = torch.as_tensor(importance).flatten().argsort(stable=True)  # least important first
+    sorted_budgets = baklava(shape, total, floor, cap, importance, gamma).budgets.flatten().sort(descending=True)
+    budgets = torch.empty_like(sorted_budgets.values)
+    budgets[order] = sorted_budgets.values
+    return Allocation(budgets.view(shape))
+
+
 ALLOCATORS = ("uniform", "pyramid", "adakv", "duo", "baklava")
+#: Allocators that are controls, not methods: they must lose for a comparison to mean anything.
+CONTROLS = ("reversed",)

@@ -1,14 +1,16 @@
-"""Quality under a cache: perplexity of decoded text and exact-match retrieval, token by token.
+"""Quality under a cache: perplexity of a continuation and exact-match retrieval, read through a compressed context.
 
-Both follow the long-context protocol: a prompt is prefilled at once (batched), the cache compresses it, and
-every later token is decoded one at a time through the cache, which evicts as it goes (the protocol of
-StreamingLLM's ``eval_long_ppl``). ``make_cache`` builds a fresh cache per batch of sequences, so every method
-sees the same prompts and the same decoding.
+Both follow NVIDIA kvpress' protocol (``kvpress/pipeline.py`` at 8bb29b9, ``_forward``: the press compresses the
+context while it is prefilled, then the question and the answer are read with no further compression): a context
+is prefilled at once (batched) through a fresh cache, which compresses it to its budgets; what follows is read in
+one pass over the compressed context, each token attending to the kept entries and to the tokens before it, and
+nothing is evicted while it is read. ``make_cache`` builds a fresh cache per batch of sequences, so every method
+sees the same contexts.
 
 :func:`decode_speed` times decoding through several caches (tokens per second and the speed-up over the full
 cache), interleaved round by round (:func:`mlsysrepro.core.timing.interleaved`).
 
-Public entry points: :func:`decode_nll`, :func:`perplexity`, :func:`answers_correct`, :func:`decode_speed`.
+Public entry points: :func:`continuation_nll`, :func:`perplexity`, :func:`answers_correct`, :func:`decode_speed`.
 """
 
 from __future__ import annotations
@@ -25,49 +27,52 @@ from ..transformer.llama import Llama
 from ..transformer.retrieval import VALUE_DIGITS
 
 
+def _read_after(model: Llama, x: torch.Tensor, context: int, end: int, cache) -> torch.Tensor:
+    """Logits (B, end - context, vocab) predicting tokens ``context .. end - 1`` of ``x``: the first ``context``
+    tokens prefilled through ``cache`` (which compresses them), the rest read in one pass."""
+    logits = [model(x[:, :context], cache=cache)[:, -1:]]
+    if end - 1 > context:
+        positions = torch.arange(context, end - 1).expand(x.shape[0], -1)
+        logits.append(model(x[:, context:end - 1], positions=positions, cache=cache))
+    return torch.cat(logits, 1)
+
+
 @torch.no_grad()
-def decode_nll(model: Llama, tokens: torch.Tensor, prefill: int, make_cache: Callable, batch: int = 16
-               ) -> torch.Tensor:
-    """(N, T - prefill): the negative log-likelihood of every token after the first ``prefill`` ones, each
-    predicted from the cache after decoding all tokens before it."""
+def continuation_nll(model: Llama, tokens: torch.Tensor, context: int, make_cache: Callable, batch: int = 16
+                     ) -> torch.Tensor:
+    """(N, T - context): the negative log-likelihood of every token after the first ``context`` ones, read through
+    the cache that compressed those ``context`` tokens."""
     n, t = tokens.shape
-    if not 1 <= prefill < t:
-        raise ValueError(f"prefill ({prefill}) must be in [1, {t - 1}] for sequences of {t} tokens")
-    out = torch.empty(n, t - prefill)
+    if not 1 <= context < t:
+        raise ValueError(f"context ({context}) must be in [1, {t - 1}] for sequences of {t} tokens")
+    out = torch.empty(n, t - context)
     for first in range(0, n, batch):
         x = tokens[first:first + batch]
-        cache = make_cache()
-        logits = model(x[:, :prefill], cache=cache)[:, -1]
-        for step in range(prefill, t):
-            out[first:first + batch, step - prefill] = F.cross_entropy(logits, x[:, step], reduction="none")
-            if step + 1 < t:
-                position = torch.full((x.shape[0], 1), step)
-                logits = model(x[:, step:step + 1], positions=position, cache=cache)[:, -1]
+        logits = _read_after(model, x, context, t, make_cache())
+        out[first:first + batch] = F.cross_entropy(logits.transpose(1, 2), x[:, context:], reduction="none")
     return out
 
 
-def perplexity(model: Llama, tokens: torch.Tensor, prefill: int, make_cache: Callable, batch: int = 16) -> float:
-    return float(decode_nll(model, tokens, prefill, make_cache, batch).mean().exp())
+def perplexity(model: Llama, tokens: torch.Tensor, context: int, make_cache: Callable, batch: int = 16) -> float:
+    return float(continuation_nll(model, tokens, context, make_cache, batch).mean().exp())
 
 
 @torch.no_grad()
-def answers_correct(model: Llama, tokens: torch.Tensor, answer_start: int, make_cache: Callable, batch: int = 64
-                    ) -> torch.Tensor:
-    """(N,) bool: whether greedy decoding after the context ``tokens[:, :answer_start]`` reproduces the value of
-    ``VALUE_DIGITS`` digits that follows. The true digits are fed back, so the first wrong digit decides, as in
-    greedy decoding."""
-    a = answer_start
+def answers_correct(model: Llama, tokens: torch.Tensor, context: int, answer_start: int, make_cache: Callable,
+                    batch: int = 64) -> torch.Tensor:
+    """(N,) bool: whether the ``VALUE_DIGITS`` digits from ``answer_start`` are each the model's greedy choice, the
+    first ``context`` tokens (the haystack and its records, not the query) compressed by the cache and the query
+    read after them, as kvpress asks a question about a compressed context. The true digits are read, so the
+    first wrong digit decides, as in greedy decoding."""
+    if not 1 <= context <= answer_start <= tokens.shape[1] - VALUE_DIGITS:
+        raise ValueError(f"need 1 <= context ({context}) <= answer_start ({answer_start}) <= "
+                         f"{tokens.shape[1] - VALUE_DIGITS}")
+    end = answer_start + VALUE_DIGITS
     correct = []
     for first in range(0, tokens.shape[0], batch):
         x = tokens[first:first + batch]
-        cache = make_cache()
-        logits = model(x[:, :a], cache=cache)[:, -1]
-        ok = logits.argmax(-1) == x[:, a]
-        for j in range(1, VALUE_DIGITS):
-            position = torch.full((x.shape[0], 1), a + j - 1)
-            logits = model(x[:, a + j - 1:a + j], positions=position, cache=cache)[:, -1]
-            ok &= logits.argmax(-1) == x[:, a + j]
-        correct.append(ok)
+        logits = _read_after(model, x, context, end, make_cache())[:, answer_start - context:]
+        correct.append((logits.argmax(-1) == x[:, answer_start:end]).all(-1))
     return torch.cat(correct)
 
 

@@ -1,7 +1,7 @@
 """The text corpora of the collection, through the data registry: readers that any paper's models share.
 
-- :func:`ptb_text` and :func:`tinyshakespeare_text`: the raw text of a split (what character- or BPE-level
-  language models read: BaKlaVa's);
+- :func:`ptb_text`, :func:`wikitext2_text` and :func:`tinyshakespeare_text`: the raw text of a split (what
+  character- or BPE-level language models read: BaKlaVa's);
 - :func:`load_ptb`: Penn Treebank, word level (Mikolov's release: 10,000 words with ``<unk>``; an
   ``<eos>`` token ends every line), as id tensors per split, and :func:`batchify` / :func:`bptt_windows`
   for truncated back-propagation through time (Zaremba et al., 2014).
@@ -38,6 +38,16 @@ def ptb_text(root: Path | None = None) -> dict[str, str]:
     """``{"train", "valid", "test"}`` -> the raw text of Mikolov's PTB files ``ptb.<split>.txt``."""
     root = Path(root or fetch("ptb"))
     return {split: (root / f"ptb.{split}.txt").read_text() for split in PTB_SPLITS}
+
+
+WIKITEXT_SPLITS = {"train": "wiki.train.tokens", "valid": "wiki.valid.tokens", "test": "wiki.test.tokens"}
+
+
+def wikitext2_text(root: Path | None = None) -> dict[str, str]:
+    """``{"train", "valid", "test"}`` -> the text of WikiText-2 (Merity et al. 2017, the tokenized v1 files: Wikipedia
+    articles, rare words as ``<unk>``)."""
+    root = Path(root or fetch("wikitext-2"))
+    return {split: (root / name).read_text() for split, name in WIKITEXT_SPLITS.items()}
 
 
 def tinyshakespeare_text() -> str:

@@ -18,23 +18,23 @@ from dataclasses import dataclass
 
 import torch
 
-from ..text.corpora import ptb_text, tinyshakespeare_text
+from ..text.corpora import ptb_text, tinyshakespeare_text, wikitext2_text
 
 KEY_DIGITS, VALUE_DIGITS = 3, 4
 RECORD_LEN = KEY_DIGITS + VALUE_DIGITS + 3  # "{", ":", "}" (or "[", ":", "]")
 TASK_ALPHABET = "{}[]:0123456789"
-CORPORA = ("tinyshakespeare", "ptb")
+CORPORA = ("wikitext2", "ptb", "tinyshakespeare")
 
 
 def load_splits(corpus: str) -> dict[str, str]:
-    """``train`` / ``calib`` / ``test`` text. PTB uses its own train / valid / test files (valid is the
-    calibration split); tinyshakespeare, one file, is cut 90 / 5 / 5 % by characters."""
+    """``train`` / ``calib`` / ``test`` text. WikiText-2 and PTB use their own train / valid / test files (valid is
+    the calibration split); tinyshakespeare, one file, is cut 90 / 5 / 5 % by characters."""
     if corpus == "tinyshakespeare":
         text = tinyshakespeare_text()
         a, b = int(0.9 * len(text)), int(0.95 * len(text))
         return {"train": text[:a], "calib": text[a:b], "test": text[b:]}
-    if corpus == "ptb":
-        text = ptb_text()
+    if corpus in ("ptb", "wikitext2"):
+        text = ptb_text() if corpus == "ptb" else wikitext2_text()
         return {"train": text["train"], "calib": text["valid"], "test": text["test"]}
     raise ValueError(f"corpus must be one of {CORPORA}, got {corpus!r}")
 
@@ -54,9 +54,15 @@ def text_windows(ids: torch.Tensor, length: int, n: int, generator: torch.Genera
 @dataclass(frozen=True)
 class RetrievalBatch:
     tokens: torch.Tensor  # (N, length): haystack, records, queries and their answers
-    answer_start: int  # index of the first answer digit of the first query; the context is tokens[:, :answer_start]
+    answer_start: int  # index of the first answer digit of the first query
     record_start: torch.Tensor  # (N,) where the first query's record begins
     answer_mask: torch.Tensor  # (N, length) True on every query's answer digits
+
+    @property
+    def query_start(self) -> int:
+        """Where the queries begin: ``tokens[:, :query_start]`` is the haystack with its records, the context a
+        cache compresses before the question is asked."""
+        return self.answer_start - KEY_DIGITS - 2
 
 
 def _digits(n: int, count: int, generator: torch.Generator) -> torch.Tensor:
