@@ -71,7 +71,7 @@ PAPERS: tuple[Paper, ...] = (
     Paper("baklava", "BaKlaVa: Budgeted Allocation of KV Cache for Long-context Inference",
           "arXiv 2025", "https://arxiv.org/abs/2502.13176", "Transformer inference",
           figures=("importance_heatmap", "heuristic_vs_ablation", "budgets_at_70", "quality_vs_compression",
-                   "needle_heatmap", "memory_and_speed")),
+                   "needle_heatmap", "memory_and_speed", "claims_power")),
     Paper("asymvlm", "AsymVLM: Asymmetric Token Pruning for Efficient Vision-Language Model Inference",
           "arXiv 2026", "https://arxiv.org/abs/2605.29535", "Transformer inference",
           figures=("data_examples", "accuracy_vs_flops", "main_table", "budget_histogram", "text_eviction",
