@@ -90,7 +90,7 @@ PAPERS: tuple[Paper, ...] = (
           "Structured in Space, Randomized in Time: Leveraging Dropout in RNNs for Efficient Training",
           "NeurIPS 2021", "https://arxiv.org/abs/2106.12089", "Training efficiency",
           figures=("fig1_mask_cases", "stage_breakdown", "speedup_vs_p", "kernels", "epoch_time_by_batch",
-                   "accuracy_by_mode", "convergence")),
+                   "accuracy_by_mode", "convergence", "claims_power")),
     Paper("ddl_stalls",
           "Analysis of Distributed Deep Learning in the Cloud (Stash: stall-centric characterization of cloud VMs)",
           "arXiv 2022", "https://arxiv.org/abs/2208.14344", "Cloud and clusters",

@@ -40,10 +40,20 @@ def test_without_dropout_every_mode_trains_the_same_model():
     the runs draw all their randomness from their own seed, whatever process runs them."""
     results, curves = structured_dropout.accuracy_runs(settings(p=0.0, ptb_fraction=0.002, conll_fraction=0.005,
                                                conll_eval_sentences=50), workers=2)
-    for task, group in results.groupby("task"):
-        assert len(group) == len(structured_dropout.TRAINED_MODES)  # at p = 0 the control is standard dropout too
-        assert group.test.nunique() == 1 and group.valid.nunique() == 1, task
+    for (task, seed), group in results.groupby(["task", "seed"]):
+        assert len(group) == len(settings().modes)  # at p = 0 the control is standard dropout too
+        assert group.test.nunique() == 1 and group.valid.nunique() == 1, (task, seed)
+    assert results.seed.nunique() == settings().seeds
     assert set(curves.epoch) == {1}
+    ptb = results[results.task == "ptb"]
+    assert (ptb.held_in > 1).all() and (ptb.held_in != ptb.valid).all()  # scored on training text, not validation
+
+
+@pytest.mark.parametrize("modes", [["standard", "structured"], ["none", "standard", "structured", "bogus"],
+                                   ["none", "standard", "structured", "standard"]])
+def test_the_modes_knob_names_its_allowed_values(modes):
+    with pytest.raises(ValueError, match="parameter 'modes'"):
+        structured_dropout.check_modes(modes)
 
 
 def test_speed_rows_are_ratios_to_standard_dropout_in_the_same_table():
@@ -52,6 +62,9 @@ def test_speed_rows_are_ratios_to_standard_dropout_in_the_same_table():
     assert (speed[speed.variant == "standard (I)"].speedup_vs_standard == 1.0).all()
     # the speed-up is the median per-round ratio, inside its interval
     assert ((speed.speedup_low <= speed.speedup_vs_standard) & (speed.speedup_vs_standard <= speed.speedup_high)).all()
+    # and against torch.nn.LSTM, timed in the same rounds
+    assert (speed[speed.variant == "torch.nn.LSTM"].vs_torch == 1.0).all()
+    assert ((speed.vs_torch_low <= speed.vs_torch) & (speed.vs_torch <= speed.vs_torch_high)).all()
     kernels = {structured_dropout.kernel_label(kernel) for kernel in KERNELS}
     assert set(speed.variant) == {"standard (I)", "structured (III), period 5", "fixed (IV)", "torch.nn.LSTM"} | kernels
     dense = speed[speed.variant == "structured (III), dense"]
@@ -207,8 +220,11 @@ def test_parity_claims_pair_seeds_and_need_the_control_to_be_worse():
     from mlsysrepro.core.claims import verdict
 
     def judged(results, task, floor):
-        return structured_dropout.parity_claim(results, task).given(
-            learned=structured_dropout.learned(results, task, floor))
+        floors = {"Kneser-Ney trigram": floor} if task == "ptb" else {"most frequent tag": floor}
+        checks = {"learned": structured_dropout.learned(results, task, floors)}
+        if task == "ptb":
+            checks["control_overfits"] = 0.3
+        return structured_dropout.parity_claim(results, task).given(**checks)
 
     matters = accuracy("ptb", {"none": [150, 152, 151], "standard": [100, 101, 99], "structured": [100.5, 101, 99.2]})
     measured = structured_dropout.parity_claim(matters, "ptb")
@@ -218,24 +234,41 @@ def test_parity_claims_pair_seeds_and_need_the_control_to_be_worse():
     assert verdict(CLAIMS["C5"], judged(worse, "ptb", 788.0))[0] == "fails"
     undertrained = accuracy("ptb", {"none": [98, 99, 97], "standard": [100, 101, 99], "structured": [100, 101, 99]})
     assert verdict(CLAIMS["C5"], judged(undertrained, "ptb", 788.0))[0] == "not testable here"
-    # models worse than an add-one unigram model learned nothing a parity could be about: never "fails"
+    # models worse than a count-based model learned nothing a parity could be about: never "fails"
     unlearned = accuracy("ptb", {"none": [1500, 1520, 1510], "standard": [841, 900, 870], "structured": [950, 1119, 990]})
-    assert structured_dropout.learned(unlearned, "ptb", 788.0).value == pytest.approx(788 / 1119)
+    floors = {"add-one unigram": 788.0, "Kneser-Ney trigram": 151.0}
+    assert structured_dropout.learned(unlearned, "ptb", floors).value == pytest.approx(151 / 1119)  # the strongest
     result, why = verdict(CLAIMS["C5"], judged(unlearned, "ptb", 788.0))
-    assert result == "not testable here" and "unigram 788.0, worst model 1119.0" in why
+    assert result == "not testable here" and "Kneser-Ney trigram 788.0" in why and "worst model's 1119.0" in why
+    # a control that does not overfit leaves the parity untested, whatever the models learned
+    not_overfitting = structured_dropout.parity_claim(matters, "ptb").given(
+        learned=structured_dropout.learned(matters, "ptb", floors), control_overfits=0.02)
+    assert verdict(CLAIMS["C5"], not_overfitting)[0] == "not testable here"
     f1 = accuracy("conll", {"none": [80, 81, 80], "standard": [85, 86, 85], "structured": [85, 85.9, 85.2]})
     assert verdict(CLAIMS["C6"], judged(f1, "conll", 41.8))[0] == "holds"
     assert verdict(CLAIMS["C6"], judged(f1, "conll", 85.1))[0] == "not testable here"  # below the baseline tagger
-    assert structured_dropout.learned(f1, "conll", 41.8).value == pytest.approx(85 - 41.8)
+    assert structured_dropout.learned(f1, "conll", {"most frequent tag": 41.8}).value == pytest.approx(85 - 41.8)
 
 
-def test_the_floors_are_the_unigram_model_and_the_most_frequent_tag_on_the_runs_data():
+def test_the_overfit_gap_is_validation_over_held_in_perplexity_per_seed():
+    runs = pd.DataFrame({"task": "ptb", "mode": structured_dropout.LABELS["none"], "seed": [0, 1, 2],
+                         "valid": [130.0, 132.0, 128.0], "held_in": [100.0, 110.0, 100.0], "test": 0.0})
+    gap = structured_dropout.overfit_gap(runs)
+    assert gap.value == pytest.approx((0.3 + 0.2 + 0.28) / 3)
+    assert gap.interval[0] < gap.value < gap.interval[1]
+    assert "held-in training text 103.3" in gap.note
+
+
+def test_the_floors_are_the_count_based_models_and_the_most_frequent_tag_on_the_runs_data():
     from mlsysrepro.core import resolve
 
     settings = resolve("structured_dropout", structured_dropout.PRESETS, {"scale": "smoke"})
-    unigram, tagger = structured_dropout.floor_baseline(settings, "ptb"), structured_dropout.floor_baseline(
+    ptb, conll = structured_dropout.floor_baseline(settings, "ptb"), structured_dropout.floor_baseline(
         settings, "conll")
-    assert 100 < unigram < 10_000 and 5 < tagger < 80  # a unigram model is far from uniform over 10,000 words
+    assert list(ptb) == ["add-one unigram", "Kneser-Ney bigram", "Kneser-Ney trigram"]
+    assert 100 < ptb["add-one unigram"] < 10_000  # a unigram model is far from uniform over 10,000 words
+    assert ptb["Kneser-Ney bigram"] < ptb["add-one unigram"]  # context helps, even on 0.5 % of PTB
+    assert 5 < conll["most frequent tag"] < 80
 
 
 def test_auto_forms_names_the_case_iii_shapes_the_auto_kernel_measured(monkeypatch):

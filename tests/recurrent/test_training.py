@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from mlsysrepro.recurrent.models import Tagger, Translator, WordLM
@@ -13,6 +14,30 @@ def test_the_language_model_learns_a_periodic_stream_with_structured_dropout():
     rows = train_lm(model, stream, stream, epochs=4, generator=torch.Generator().manual_seed(0), lr=5.0, bptt=10)
     assert before > 6 and rows[-1]["valid_ppl"] < 1.5  # 8 equally likely words -> the next word is known
     assert [r["epoch"] for r in rows] == [1, 2, 3, 4]
+
+
+def test_an_adaptive_softmax_language_model_learns_and_reports_held_in_perplexity():
+    torch.manual_seed(0)
+    stream = batchify(torch.arange(8).repeat(200), 4)
+    model = WordLM(8, 24, num_layers=2, p=0.2, mode="structured", cutoffs=(4,))
+    rows = train_lm(model, stream, stream, epochs=4, generator=torch.Generator().manual_seed(0), lr=0.02, bptt=10,
+                    optimizer="adam", held_in=stream[:20])
+    assert rows[-1]["valid_ppl"] < 1.5 and rows[-1]["train_ppl"] < 1.5
+    with pytest.raises(ValueError, match="loss"):
+        model(stream[:10])
+    with pytest.raises(ValueError, match="tie"):
+        WordLM(8, 24, cutoffs=(4,), tied=True)
+
+
+def test_the_adaptive_loss_is_the_negative_log_likelihood_of_its_distribution():
+    torch.manual_seed(0)
+    model = WordLM(10, 16, num_layers=1, p=0.0, cutoffs=(4, 7)).eval()
+    ids, targets = torch.randint(10, (5, 3)), torch.randint(10, (5, 3))
+    loss, _ = model.loss(ids, targets)
+    out, _ = model.lstm(model.embedding(ids))
+    log_probs = model.adaptive.log_prob(out.reshape(-1, 16))
+    assert torch.allclose(log_probs.exp().sum(1), torch.ones(15), atol=1e-5)
+    assert float(loss.detach()) == pytest.approx(float(-log_probs.gather(1, targets.reshape(-1, 1)).mean()), rel=1e-5)
 
 
 def test_the_tagger_learns_word_determined_tags():

@@ -39,7 +39,7 @@ from ..core.timing import interleaved, ratios
 from ..recurrent.models import Tagger, Translator, WordLM
 from ..recurrent.reference import TorchTagger, TorchWordLM
 from ..recurrent.training import perplexity, tag, train_lm, train_tagger, train_translator, translate
-from ..text.baselines import most_frequent_tag_f1, unigram_perplexity
+from ..text.baselines import KneserNey, most_frequent_tag_f1, unigram_perplexity
 from ..sparsity.compaction import KERNELS
 from ..sparsity.gemm_timing import time_stages, tuned_shapes
 from ..sparsity.masks import dropout_mask, kept_count
@@ -61,8 +61,9 @@ PALETTE = {"no dropout (control)": "#949494", "standard (I)": "#0173b2", "locked
 
 PRESETS = {
     "smoke": dict(
-        seeds=1, p=0.5, ptb_hidden=16, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.005, ptb_epochs=1,
-        ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0, ptb_valid_tokens=2_000, ptb_test_tokens=2_000,
+        seeds=2, modes=["none", "standard", "structured"], p=0.5, ptb_hidden=16, ptb_layers=2, ptb_batch=20, bptt=35,
+        ptb_fraction=0.005, ptb_epochs=1, ptb_cutoffs=[2046, 6000], ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0,
+        ptb_valid_tokens=2_000, ptb_test_tokens=2_000,
         conll_fraction=0.01,
         conll_embedding=16, conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
         speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
@@ -70,8 +71,9 @@ PRESETS = {
         mt_hidden=32, mt_epochs=1, mt_batch=64, device="cpu",
     ),
     "default": dict(
-        seeds=3, p=0.5, ptb_hidden=200, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=0.03, ptb_epochs=10,
-        ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0, ptb_valid_tokens=10_000, ptb_test_tokens=0,
+        seeds=5, modes=["none", "standard", "structured"], p=0.5, ptb_hidden=128, ptb_layers=2, ptb_batch=32,
+        bptt=35, ptb_fraction=1.0, ptb_epochs=1, ptb_cutoffs=[2046, 6000], ptb_optimizer="adam", ptb_lr=0.005,
+        ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0,
         conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=8, conll_lr=0.005,
         conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
@@ -79,8 +81,9 @@ PRESETS = {
         mt_pairs=["de-en", "en-vi"], mt_hidden=256, mt_epochs=12, mt_batch=64, device="cpu",
     ),
     "paper": dict(
-        seeds=3, p=0.5, ptb_hidden=650, ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39,
-        ptb_optimizer="sgd", ptb_lr=1.0, ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
+        seeds=5, modes=["none", "standard", "locked", "structured", "fixed"], p=0.5, ptb_hidden=650, ptb_layers=2,
+        ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39, ptb_cutoffs=[], ptb_optimizer="sgd", ptb_lr=1.0,
+        ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
         conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
         speed_periods=[5], speed_repeats=10, translation=True,
@@ -91,7 +94,8 @@ PRESETS = {
 #: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
 RANGES = {
     "seeds": (1, None), "p": (0, 0.99), "ptb_hidden": (1, None), "ptb_layers": (1, None), "ptb_batch": (1, None),
-    "bptt": (1, None), "ptb_fraction": (0.001, 1), "ptb_epochs": (1, None), "ptb_lr": (0, None), "ptb_clip": (0, None),
+    "bptt": (1, None), "ptb_fraction": (0.001, 1), "ptb_epochs": (1, None), "ptb_cutoffs": (1, 9_999), "ptb_lr": (0, None),
+    "ptb_clip": (0, None),
     "ptb_valid_tokens": (0, None), "ptb_test_tokens": (0, None), "conll_fraction": (0.001, 1),
     "conll_embedding": (1, None), "conll_hidden": (1, None), "conll_batch": (1, None), "conll_epochs": (1, None),
     "conll_lr": (0, None), "conll_eval_sentences": (0, None), "speed_ps": (0, 0.99), "speed_batches": (1, None),
@@ -104,6 +108,12 @@ RANGES = {
 #: standard dropout; a difference inside these is "comparable".
 PPL_TOLERANCE = 0.02
 F1_TOLERANCE = 0.5
+#: "Overfits measurably": the control's validation perplexity at least 10 % above its perplexity on text it trained
+#: on. Train and validation text come from one distribution, so a model that has not overfitted scores both alike
+#: (within the ~1 % noise of scoring 74k tokens); a gap of a tenth is past that noise, and a gap dropout can close.
+OVERFIT_GAP = 0.10
+
+
 SPEEDUP = "step-time speed-up over standard dropout (the paper: 1.23x - 1.64x)"
 
 #: Where the paper measured its speed-ups: C1-C4 are judged on a GPU measurement (:func:`gpu_speed`) when one is
@@ -129,8 +139,12 @@ CLAIMS = (
           unit="test perplexity, structured / standard - 1, mean over seeds (95 % t-interval)",
           rule=at_most(PPL_TOLERANCE), over="`seeds` seeds, reduced model and data; the control without dropout "
           "must fail the same rule", parity=True,
-          preconditions=(Precondition("learned", "both dropout models beat an add-one unigram model of the same "
-                                      "training text (unigram / worst model test perplexity)", above(1.0)),)),
+          preconditions=(Precondition("learned", "both dropout models beat every count-based model of the same "
+                                      "training text, add-one unigram and Kneser-Ney bigram and trigram (the "
+                                      "strongest one's test perplexity / the worst model's)", above(1.0)),
+                         Precondition("control_overfits", "without dropout the model overfits measurably: its "
+                                      "validation perplexity over its perplexity on held-in training text, minus 1",
+                                      above(OVERFIT_GAP)))),
     Claim("C6", "No loss in F1 (CoNLL-2003 NER)", where="Table (NER)", paper_value=0.0,
           unit="test span F1, standard - structured (points), mean over seeds (95 % t-interval)",
           rule=at_most(F1_TOLERANCE), over="`seeds` seeds, reduced model and data; the control without dropout "
@@ -190,15 +204,20 @@ def _dropout(t: Task, knobs: dict) -> tuple[float, str]:
 
 
 def _train_ptb(t: Task, corpus) -> dict:
+    """One LM run: validation and held-in training perplexity per epoch (the held-in slice is as long as the
+    validation text scored, from the start of the training stream), test perplexity at the end."""
     k = t.knobs
     torch.manual_seed(t.seed)
     train = batchify(corpus.train[: int(k["ptb_fraction"] * corpus.train.numel())], k["ptb_batch"])
-    valid = batchify(head(corpus.valid, k["ptb_valid_tokens"]), 10)
-    model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], *_dropout(t, k)).to(k["device"])
+    scored = head(corpus.valid, k["ptb_valid_tokens"])
+    valid, held_in = batchify(scored, 10), batchify(corpus.train[: scored.numel()], 10)
+    model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], *_dropout(t, k), kernel="dense",
+                   cutoffs=tuple(k["ptb_cutoffs"])).to(k["device"])
     rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
-                    clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1, optimizer=k["ptb_optimizer"])
-    curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"]} for r in rows]
-    return {"curve": curve, "valid": rows[-1]["valid_ppl"],
+                    clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1, optimizer=k["ptb_optimizer"],
+                    held_in=held_in)
+    curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"], "train_metric": r["train_ppl"]} for r in rows]
+    return {"curve": curve, "valid": rows[-1]["valid_ppl"], "held_in": rows[-1]["train_ppl"],
             "test": perplexity(model, batchify(head(corpus.test, k["ptb_test_tokens"]), 10), k["bptt"])}
 
 
@@ -216,9 +235,23 @@ def _train_conll(t: Task, data) -> dict:
     model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], *_dropout(t, k)).to(k["device"])
     rows = train_tagger(model, train, dev, index, tags, k["conll_epochs"], torch.Generator().manual_seed(t.seed),
                         batch_size=k["conll_batch"], lr=k["conll_lr"])
-    curve = [{"epoch": r["epoch"], "metric": r["dev_f1"]} for r in rows]
-    return {"curve": curve, "valid": rows[-1]["dev_f1"],
+    curve = [{"epoch": r["epoch"], "metric": r["dev_f1"], "train_metric": float("nan")} for r in rows]
+    return {"curve": curve, "valid": rows[-1]["dev_f1"], "held_in": float("nan"),
             "test": span_f1(test.tags, tag(model, test.words, index, tags))["f1"]}
+
+
+#: The modes every accuracy run needs: the two C5 and C6 compare, and the control their verdicts need.
+REQUIRED_MODES = ("none", "standard", "structured")
+
+
+def check_modes(modes: list[str]) -> None:
+    """Raise a ValueError naming the parameter unless ``modes`` are distinct modes of :data:`TRAINED_MODES` that
+    include :data:`REQUIRED_MODES`."""
+    unknown = [m for m in modes if m not in TRAINED_MODES]
+    missing = [m for m in REQUIRED_MODES if m not in modes]
+    if unknown or missing or len(set(modes)) != len(modes):
+        raise ValueError(f"parameter 'modes' must be distinct modes of {list(TRAINED_MODES)} including "
+                         f"{list(REQUIRED_MODES)}, got {modes!r}")
 
 
 def _run_one(t: Task) -> dict:
@@ -231,14 +264,17 @@ def _run_one(t: Task) -> dict:
 def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Train every (task, mode, seed) of the accuracy table; returns (results, curves).
 
-    ``results`` has one row per run: task, mode, seed, the final validation metric and the test metric
-    (perplexity for PTB, span F1 in % for CoNLL-2003); ``curves`` the validation metric per epoch. The modes
-    are :data:`TRAINED_MODES`: the four dropout modes and the control without dropout.
-    Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in :data:`ACCURACY_KNOBS`
+    ``results`` has one row per run: task, mode, seed, the final validation metric, the test metric
+    (perplexity for PTB, span F1 in % for CoNLL-2003) and, for PTB, the final perplexity on a held-in slice of
+    the training text (``held_in``); ``curves`` the validation metric per epoch (``metric``; ``train_metric`` the
+    held-in one). The modes are ``settings.modes`` (:func:`check_modes`): the control without dropout and the
+    dropout modes. Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in
+    :data:`ACCURACY_KNOBS`
     """
     check_device(settings.device)
+    check_modes(settings.modes)
     knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
-    tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in TRAINED_MODES
+    tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in settings.modes
              for s in range(settings.seeds)]
     return _cached_training("accuracy_runs", settings, ACCURACY_KNOBS, tasks, _run_one,
                             lambda: (load_ptb(), load_conll2003()), workers, "training runs")
@@ -252,7 +288,8 @@ def _cached_training(name: str, settings, knobs: tuple[str, ...], tasks: list[Ta
     with TaskRunner(workers) as runner:
         outputs = runner.cached_map(name, settings, train, tasks, knobs=knobs, desc=desc, prepare=prefetch)
     results = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, "valid": o["valid"],
-                             "test": o["test"]} for t, o in zip(tasks, outputs)])
+                             "test": o["test"], "held_in": o.get("held_in", float("nan"))}
+                            for t, o in zip(tasks, outputs)])
     curves = pd.DataFrame([{"task": t.task, "mode": LABELS[t.mode], "seed": t.seed, **row}
                            for t, o in zip(tasks, outputs) for row in o["curve"]])
     return results, curves
@@ -390,12 +427,15 @@ def _timed_rows(steps: dict, repeats: int, device) -> dict[str, dict]:
     per label, the median step time with its 95 % interval (``step_s``, ``step_low``, ``step_high``) and the
     speed-up over standard dropout as the median of the per-round ratios, with its interval (``speedup_vs_standard``,
     ``speedup_low``, ``speedup_high``; :func:`mlsysrepro.core.timing.ratios`: a slow spell that hits a whole round
-    cancels)."""
+    cancels). The same ratios against ``torch.nn.LSTM`` (the peer a user would run) are ``vs_torch``, ``vs_torch_low``
+    and ``vs_torch_high`` (> 1: faster than it)."""
     timed = interleaved(steps, repeats, device=device)
-    ups = ratios(timed, LABELS["standard"])
+    ups, versus_torch = ratios(timed, LABELS["standard"]), ratios(timed, "torch.nn.LSTM")
     return {label: {"step_s": timing.median, "step_low": timing.interval[0], "step_high": timing.interval[1],
                     "speedup_vs_standard": ups[label].median, "speedup_low": ups[label].interval[0],
-                    "speedup_high": ups[label].interval[1]} for label, timing in timed.items()}
+                    "speedup_high": ups[label].interval[1], "vs_torch": versus_torch[label].median,
+                    "vs_torch_low": versus_torch[label].interval[0], "vs_torch_high": versus_torch[label].interval[1]}
+            for label, timing in timed.items()}
 
 
 def speed_table(settings, seed: int = 0) -> pd.DataFrame:
@@ -519,8 +559,10 @@ def describe(settings) -> dict[str, str]:
     """This run's models, data and hardware, in the rows of :data:`PAPER_SETTINGS`."""
     s = settings
     return {
-        "PTB model": f"{s.ptb_layers} x {s.ptb_hidden}, BPTT {s.bptt}, batch {s.ptb_batch}, {s.ptb_epochs} epochs on "
-                     f"{s.ptb_fraction:.0%} of the training stream (speed: 2 x {s.speed_hidden}, full size)",
+        "PTB model": f"{s.ptb_layers} x {s.ptb_hidden}, BPTT {s.bptt}, batch {s.ptb_batch}, {s.ptb_epochs} epoch(s) on "
+                     f"{s.ptb_fraction:.0%} of the training stream, "
+                     + (f"adaptive softmax (head {s.ptb_cutoffs[0]} words)" if s.ptb_cutoffs else "full softmax")
+                     + f", {s.ptb_optimizer} (speed: 2 x {s.speed_hidden}, full size, full softmax)",
         "CoNLL-2003 model": f"BiLSTM {s.conll_embedding} / {s.conll_hidden}, {s.conll_epochs} epochs on "
                             f"{s.conll_fraction:.0%} of the training sentences",
         "translation": (f"LSTM encoder-decoder, 2 x {s.mt_hidden}, {s.mt_epochs} epochs on IWSLT "
@@ -610,28 +652,45 @@ def cpu_finding(speed: pd.DataFrame, p: float) -> Measurement:
     return replace(overall, per_setting_interval={name: m.interval for name, m in measured.items()})
 
 
-def floor_baseline(settings, task: str) -> float:
-    """The floor a trained model must clear (C5 and C6's power check), on the data the runs train and test on: for
-    ``ptb`` the add-one unigram model's test perplexity (:func:`mlsysrepro.text.baselines.unigram_perplexity`), for
-    ``conll`` the most-frequent-tag baseline's span F1 in % (:func:`mlsysrepro.text.baselines.most_frequent_tag_f1`)."""
+def floor_baseline(settings, task: str) -> dict[str, float]:
+    """The floors a trained model must clear (C5 and C6's power check ``learned``), trained and scored on the text
+    the runs train and test on. For ``ptb`` the test perplexity of the count-based language models
+    (:mod:`mlsysrepro.text.baselines`): add-one unigram, interpolated Kneser-Ney bigram and trigram; for ``conll`` the
+    most-frequent-tag baseline's span F1 in %."""
     if task == "ptb":
         corpus = load_ptb()
         train = corpus.train[: int(settings.ptb_fraction * corpus.train.numel())]
-        return unigram_perplexity(train, head(corpus.test, settings.ptb_test_tokens), len(corpus.vocab))
+        test, vocab = head(corpus.test, settings.ptb_test_tokens), len(corpus.vocab)
+        return {"add-one unigram": unigram_perplexity(train, test, vocab),
+                **{f"Kneser-Ney {name}": KneserNey(train, order, vocab).perplexity(test)
+                   for order, name in ((2, "bigram"), (3, "trigram"))}}
     data = load_conll2003()
     n, m = int(settings.conll_fraction * len(data["train"].words)), settings.conll_eval_sentences or None
-    return most_frequent_tag_f1(Tagged(data["train"].words[:n], data["train"].tags[:n]),
-                                Tagged(data["test"].words[:m], data["test"].tags[:m]))
+    return {"most frequent tag": most_frequent_tag_f1(Tagged(data["train"].words[:n], data["train"].tags[:n]),
+                                                      Tagged(data["test"].words[:m], data["test"].tags[:m]))}
 
 
-def learned(results: pd.DataFrame, task: str, floor: float) -> Measurement:
+def learned(results: pd.DataFrame, task: str, floors: dict[str, float]) -> Measurement:
     """C5 and C6's power check: how far the worse of the two compared models (standard and structured dropout, the
-    worst seed) stands from the floor (:func:`floor_baseline`): ``floor / perplexity`` for PTB (> 1: it beats the
-    unigram model), ``F1 - floor`` for CoNLL (> 0: it beats the most-frequent-tag tagger)."""
+    worst seed) stands from the strongest floor (:func:`floor_baseline`): ``floor / perplexity`` for PTB (> 1: it
+    beats every count-based model), ``F1 - floor`` for CoNLL (> 0: it beats the most-frequent-tag tagger)."""
     test = results[(results.task == task) & results["mode"].isin([LABELS["standard"], LABELS["structured"]])].test
+    listed = ", ".join(f"{name} {value:.1f}" for name, value in floors.items())
     if task == "ptb":
-        return Measurement(floor / float(test.max()), note=f"unigram {floor:.1f}, worst model {test.max():.1f}")
-    return Measurement(float(test.min()) - floor, note=f"baseline {floor:.1f}, worst tagger {test.min():.1f}")
+        name = min(floors, key=floors.get)
+        return Measurement(floors[name] / float(test.max()),
+                           note=f"{listed}; the strongest, {name}, against the worst model's {test.max():.1f}")
+    name = max(floors, key=floors.get)
+    return Measurement(float(test.min()) - floors[name], note=f"{listed}; worst tagger {test.min():.1f}")
+
+
+def overfit_gap(results: pd.DataFrame, mode: str = "none") -> Measurement:
+    """C5's power check ``control_overfits``: validation perplexity over held-in training perplexity, minus 1, of
+    ``mode``'s PTB runs at the end of training, mean over seeds with its 95 % t-interval (:func:`from_samples`)."""
+    runs = results[(results.task == "ptb") & (results["mode"] == LABELS[mode])]
+    gaps = (runs.valid / runs.held_in - 1).tolist()
+    return from_samples(gaps, note=f"{LABELS[mode]}: validation {runs.valid.mean():.1f}, held-in training text "
+                                   f"{runs.held_in.mean():.1f} ({len(gaps)} seeds)")
 
 
 def parity_claim(results: pd.DataFrame, task: str) -> Measurement:

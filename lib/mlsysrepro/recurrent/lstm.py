@@ -54,11 +54,13 @@ class LSTM(nn.Module):
             nn.init.uniform_(w, -bound, bound)
 
     def drop(self, steps: int, batch: int, width: int, generator: torch.Generator | None,
-             dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu") -> Drop:
-        """This module's dropout draw for a (steps, batch, width) input; none in eval mode."""
+             dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", dense: bool = False) -> Drop:
+        """This module's dropout draw for a (steps, batch, width) input; none in eval mode. ``dense``: the same draw
+        as a mask, whatever the kernel (for a GEMM this module does not compute)."""
         if not self.training or self.p == 0 or self.mode == "none":
             return Drop(mask=torch.ones(1, 1, width, dtype=dtype, device=device))
-        return Drop.draw(self.mode, self.p, steps, batch, width, generator, self.kernel, dtype, self.period, device)
+        return Drop.draw(self.mode, self.p, steps, batch, width, generator, "dense" if dense else self.kernel, dtype,
+                         self.period, device)
 
     def forward(self, x: torch.Tensor, state=None, generator: torch.Generator | None = None):
         steps, batch, _ = x.shape

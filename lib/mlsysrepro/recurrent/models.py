@@ -3,7 +3,10 @@
 - :class:`WordLM` (Zaremba et al., 2014, "medium": 2 layers x 650, BPTT 35): embedding -> LSTM ->
   dropout -> decoder. Dropout on the embeddings, between layers and before the decoder; in
   ``structured`` mode every one of those GEMMs is compacted (by ``kernel``), the decoder's (H x 10,000) included.
-  ``tied`` shares the embedding and decoder weights (Press & Wolf, 2017; needs emb = hidden).
+  ``tied`` shares the embedding and decoder weights (Press & Wolf, 2017; needs emb = hidden). ``cutoffs`` swaps the
+  full softmax for Grave et al.'s (2017) adaptive softmax (``torch.nn.AdaptiveLogSoftmaxWithLoss``): the frequent
+  words and one logit per tail cluster in the head, rarer words in clusters of smaller width, so that a CPU can train
+  on all of PTB; the dropout before it is the same mask, applied to the states (:meth:`WordLM.loss`).
   ``mode``, ``p``, ``kernel`` and ``period`` are those of :class:`.lstm.LSTM`, for every dropout in the model.
 - :class:`Tagger`: a BiLSTM tagger, a forward and a backward one-layer LSTM over the embeddings,
   dropout on the embeddings and on the concatenated states, a linear layer to the tags (no CRF).
@@ -21,22 +24,39 @@ from .lstm import LSTM
 
 class WordLM(nn.Module):
     def __init__(self, vocab_size: int, hidden: int, num_layers: int = 2, p: float = 0.5, mode: str = "standard",
-                 tied: bool = False, kernel: str = "per-draw", period: int = 1):
+                 tied: bool = False, kernel: str = "per-draw", period: int = 1, cutoffs: tuple[int, ...] = ()):
         super().__init__()
+        if cutoffs and tied:
+            raise ValueError("an adaptive softmax (cutoffs) has no single decoder matrix to tie; pass tied=False")
         self.embedding = nn.Embedding(vocab_size, hidden)
         self.lstm = LSTM(hidden, hidden, num_layers, p, mode, kernel, period)
-        self.decoder_bias = nn.Parameter(torch.zeros(vocab_size))
-        self.decoder = None if tied else nn.Parameter(torch.empty(hidden, vocab_size))  # W_dec^T
+        self.adaptive = (nn.AdaptiveLogSoftmaxWithLoss(hidden, vocab_size, list(cutoffs), div_value=4.0)
+                         if cutoffs else None)
+        self.decoder_bias = None if cutoffs else nn.Parameter(torch.zeros(vocab_size))
+        self.decoder = None if tied or cutoffs else nn.Parameter(torch.empty(hidden, vocab_size))  # W_dec^T
         nn.init.uniform_(self.embedding.weight, -0.05, 0.05)
         if self.decoder is not None:
             nn.init.uniform_(self.decoder, -0.05, 0.05)
 
     def forward(self, ids: torch.Tensor, state=None, generator: torch.Generator | None = None):
         """Logits (T, B, vocab) for ids (T, B), and the LSTM's final state (carry it, detached, to the next window)."""
+        if self.adaptive is not None:
+            raise ValueError("a WordLM with an adaptive softmax (cutoffs) scores targets with loss(), not logits")
         out, state = self.lstm(self.embedding(ids), state, generator)
         weight = self.embedding.weight.t() if self.decoder is None else self.decoder
         drop = self.lstm.drop(*out.shape, generator, out.dtype, out.device)
         return masked_projection(out, weight, self.decoder_bias, drop), state
+
+    def loss(self, ids: torch.Tensor, targets: torch.Tensor, state=None, generator: torch.Generator | None = None):
+        """The mean negative log-likelihood of ``targets`` (T, B) after ``ids`` (T, B), and the final state. With an
+        adaptive softmax the states are dropped by the same draw a full softmax's decoder would read (a dense mask:
+        the adaptive head's GEMMs are torch's own)."""
+        if self.adaptive is None:
+            logits, state = self(ids, state, generator)
+            return nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1)), state
+        out, state = self.lstm(self.embedding(ids), state, generator)
+        drop = self.lstm.drop(*out.shape, generator, out.dtype, out.device, dense=True)
+        return self.adaptive(out.mul(drop.mask).reshape(-1, out.shape[-1]), targets.reshape(-1)).loss, state
 
 
 def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:

@@ -35,8 +35,8 @@ def perplexity(model: WordLM, data: torch.Tensor, bptt: int) -> float:
     total, count, state, device = 0.0, 0, None, device_of(model)
     for x, y in bptt_windows(data, bptt):
         x, y = x.to(device), y.to(device)
-        logits, state = model(x, state)
-        total += float(F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="sum"))
+        loss, state = model.loss(x, y, state)
+        total += float(loss) * y.numel()
         count += y.numel()
     model.train()
     return math.exp(total / count)
@@ -44,10 +44,12 @@ def perplexity(model: WordLM, data: torch.Tensor, bptt: int) -> float:
 
 def train_lm(model: WordLM, train: torch.Tensor, valid: torch.Tensor, epochs: int, generator: torch.Generator,
              lr: float = 1.0, clip: float = 5.0, bptt: int = 35, decay: float = 1.2, decay_after: int = 6,
-             optimizer: str = "sgd", desc: str = "PTB") -> list[dict]:
+             optimizer: str = "sgd", desc: str = "PTB", held_in: torch.Tensor | None = None) -> list[dict]:
     """Zaremba et al.'s recipe: SGD at ``lr``, gradient norm clipped at ``clip``, the hidden state carried
     (detached) across windows, ``lr / decay`` every epoch after ``decay_after``. ``optimizer="adam"``
-    swaps SGD for Adam (learns faster in the few hundred steps a reduced run can afford)."""
+    swaps SGD for Adam (learns faster in the few hundred steps a reduced run can afford). Each epoch's row has the
+    validation perplexity and, with ``held_in`` (a batchified slice of the training stream), the same perplexity on
+    text the model trained on (``train_ppl``): how far apart the two are is how much it overfits."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
     optimizer = OPTIMIZERS[optimizer](model.parameters(), lr=lr)
@@ -57,15 +59,15 @@ def train_lm(model: WordLM, train: torch.Tensor, valid: torch.Tensor, epochs: in
         state, start, device = None, time.perf_counter(), device_of(model)
         for x, y in progress(list(bptt_windows(train, bptt)), f"{desc} epoch {epoch}"):
             x, y = x.to(device), y.to(device)
-            logits, state = model(x, state, generator)
+            loss, state = model.loss(x, y, state, generator)
             state = detach(state)
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimizer.step()
         seconds = time.perf_counter() - start
-        rows.append({"epoch": epoch, "valid_ppl": perplexity(model, valid, bptt), "seconds": seconds})
+        rows.append({"epoch": epoch, "valid_ppl": perplexity(model, valid, bptt), "seconds": seconds,
+                     **({} if held_in is None else {"train_ppl": perplexity(model, held_in, bptt)})})
         if epoch >= decay_after:
             for group in optimizer.param_groups:
                 group["lr"] /= decay
