@@ -104,7 +104,8 @@ PAPERS: tuple[Paper, ...] = (
     Paper("cocktail", "Cocktail: A Multidimensional Optimization for Model Serving in Cloud",
           "NSDI 2022", "https://arxiv.org/abs/2106.05345", "Cloud and clusters",
           figures=("zoo", "cost", "models_per_query", "latency_cdf", "target_attainment", "vms_over_time",
-                   "sampling_interval", "revocations", "predictors", "ablation", "assumption_slot_speed")),
+                   "sampling_interval", "revocations", "predictors", "ablation", "assumption_slot_speed",
+                   "assumption_clipper_pool", "assumption_prune_margin", "assumption_infaas_manager")),
 )
 
 

@@ -388,6 +388,20 @@ def test_an_assumption_grid_says_robust_or_what_the_verdict_depends_on():
         Assumption("x", 2, (1, 3), source="s")
 
 
+def test_a_claim_is_remeasured_over_its_own_assumptions_only():
+    from mlsysrepro.core.claims import measured_for
+
+    links = Assumption("lanes", 8, (8, 16), source="ours")
+    data = {"central": 0.5, "buffer 1": 0.2, "buffer 64": 0.9, "lanes 16": 0.7}
+    grids = {"buffer_mib": {1: "buffer 1", 4: "central", 64: "buffer 64"}, "lanes": {8: "central", 16: "lanes 16"}}
+    measured = measured_for(claim(assumptions=(BUFFER,)), lambda key: Measurement(data[key]), "central", grids)
+    assert set(measured.grid) == {"buffer_mib"}
+    assert {k: m.value for k, m in measured.grid["buffer_mib"].items()} == {1: 0.2, 4: 0.5, 64: 0.9}
+    with pytest.raises(ValueError, match="declares assumptions"):
+        measured_for(claim(assumptions=(BUFFER, links)), lambda key: Measurement(data[key]), "central",
+                     {"buffer_mib": grids["buffer_mib"]})
+
+
 def test_results_record_kind_direction_preconditions_and_robustness(tmp_path, monkeypatch):
     claims = (powered(id="C1"), claim(below(1.0), id="C2", assumptions=(BUFFER,)))
     report = make_report(tmp_path, monkeypatch, claims)

@@ -12,44 +12,60 @@ from mlsysrepro.serving.ensemble import Voter
 CLAIMS = {claim.id: claim for claim in cocktail.CLAIMS}
 
 
-def table(cocktail_over_infaas: dict[str, list[float]], clipper=3.0) -> pd.DataFrame:
+def table(cocktail_over_infaas: dict[str, list[float]], clipper=3.0, infaas_accuracy=0.95) -> pd.DataFrame:
     rows = []
     for setting, ratios in cocktail_over_infaas.items():
         for seed, ratio in enumerate(ratios):
             for policy, cost in (("infaas", 100.0), ("cocktail", 100.0 * ratio), ("clipper", 100.0 * clipper)):
                 rows.append(dict(trace="t", constraint=setting, seed=seed, policy=policy, cost=cost,
                                  models_mean={"infaas": 1, "cocktail": 3, "clipper": 10}[policy],
+                                 accuracy=infaas_accuracy if policy == "infaas" else 0.95, target=0.94,
                                  target_attainment=0.95 if policy == "cocktail" else 0.5))
     return pd.DataFrame(rows)
 
 
 def test_c1_holds_when_cocktail_is_cheaper_on_most_settings_and_fails_when_only_one_is():
     cheap = table({f"c{i}": [0.6, 0.62, 0.61] for i in range(5)} | {"dear": [1.3, 1.31, 1.29]})
-    measured = cocktail.ratio_over_settings(cheap, "cost")
+    measured = cocktail.at_equal_accuracy(cheap, "cost")
     assert verdict(CLAIMS["C1"], measured)[0] == "holds"
-    assert "highest on t | dear (1.30)" in measured.note
+    assert "6 of 6 settings at equal accuracy" in measured.note and "highest on t | dear (1.30)" in measured.note
     one = table({f"c{i}": [1.2, 1.21, 1.19] for i in range(5)} | {"best": [0.5, 0.5, 0.51]})
-    assert verdict(CLAIMS["C1"], cocktail.ratio_over_settings(one, "cost"))[0] == "fails"
+    assert verdict(CLAIMS["C1"], cocktail.at_equal_accuracy(one, "cost"))[0] == "fails"
+
+
+def test_cost_is_compared_only_where_both_policies_reach_the_target():
+    cheap = table({f"c{i}": [0.6, 0.62, 0.61] for i in range(4)})
+    # InFaaS misses the target on c0 in one seed: c0 leaves the comparison, named in the note
+    missed = cheap.copy()
+    missed.loc[(missed.constraint == "c0") & (missed.policy == "infaas") & (missed.seed == 1), "accuracy"] = 0.93
+    measured = cocktail.at_equal_accuracy(missed, "cost")
+    assert "3 of 4 settings at equal accuracy" in measured.note and "t | c0 (target 0.9400" in measured.note
+    assert set(measured.per_setting) == {"t | c1", "t | c2", "t | c3"}
+    nowhere = table({"c0": [0.6, 0.6, 0.6]}, infaas_accuracy=0.9)
+    assert verdict(CLAIMS["C1"], cocktail.at_equal_accuracy(nowhere, "cost"))[0] == "not testable here"
 
 
 def test_a_setting_whose_seeds_straddle_one_is_undecided():
     noisy = table({f"c{i}": [0.5, 1.5, 0.9] for i in range(3)})
-    assert verdict(CLAIMS["C1"], cocktail.ratio_over_settings(noisy, "cost"))[0] == "inconclusive"
+    assert verdict(CLAIMS["C1"], cocktail.at_equal_accuracy(noisy, "cost"))[0] == "inconclusive"
 
 
-def test_c2_c3_read_clipper_and_c4_reads_cocktails_attainment():
+def test_c2_c3_read_clipper_and_c4_reads_cocktails_attainment_on_reachable_classes():
     rows = table({f"c{i}": [0.7, 0.7, 0.71] for i in range(3)})
-    assert verdict(CLAIMS["C2"], cocktail.ratio_over_settings(rows, "cost", "cocktail", "clipper"))[0] == "holds"
+    assert verdict(CLAIMS["C2"], cocktail.at_equal_accuracy(rows, "cost", "cocktail", "clipper"))[0] == "holds"
     models = cocktail.ratio_over_settings(rows, "models_mean", "cocktail", "clipper")
     assert models.value == pytest.approx(0.3) and verdict(CLAIMS["C3"], models)[0] == "holds"
-    attainment = cocktail.attainment_over_settings(rows).given(reachable=0.002)
+    reachable = pd.Series({"c0": 0.002, "c1": 0.01, "c2": 0.0})
+    attainment = cocktail.attainment_over_settings(rows, reachable)
     assert attainment.value == pytest.approx(0.95) and verdict(CLAIMS["C4"], attainment)[0] == "holds"
     assert "InFaaS: median 0.50" in attainment.note
     low = rows.assign(target_attainment=0.6)
-    assert verdict(CLAIMS["C4"], cocktail.attainment_over_settings(low).given(reachable=0.002))[0] == "fails"
-    # a target no selection reaches on validation: attainment says nothing about Cocktail
-    unreachable = cocktail.attainment_over_settings(low).given(reachable=-0.0005)
-    assert verdict(CLAIMS["C4"], unreachable)[0] == "not testable here"
+    assert verdict(CLAIMS["C4"], cocktail.attainment_over_settings(low, reachable))[0] == "fails"
+    # a class whose target no selection reaches on validation leaves C4's settings; with none left, not testable
+    one_out = cocktail.attainment_over_settings(low, reachable.replace({0.002: -0.0005}))
+    assert set(one_out.per_setting) == {"t | c1", "t | c2"} and "c0 (best -0.0005 from its target)" in one_out.note
+    none = cocktail.attainment_over_settings(low, reachable - 1)
+    assert verdict(CLAIMS["C4"], none)[0] == "not testable here"
 
 
 def test_a_target_is_reachable_where_the_best_selection_meets_it_on_validation():
@@ -58,8 +74,36 @@ def test_a_target_is_reachable_where_the_best_selection_meets_it_on_validation()
     classes = pd.DataFrame({"name": ["strict", "loose"], "target": [0.974, 0.95]})
     selections = pd.DataFrame({"constraint": ["strict", "strict", "loose", "loose"],
                                "val_accuracy": [0.9735, 0.97, 0.96, 0.93]})
-    reach = cocktail.target_reachable(SimpleNamespace(classes=classes), selections)
-    assert reach.value == pytest.approx(-0.0005) and reach.note.startswith("strict: best 0.9735")
+    margins = cocktail.reachable_classes(SimpleNamespace(classes=classes), selections)
+    assert margins["strict"] == pytest.approx(-0.0005) and margins["loose"] == pytest.approx(0.01)
+
+
+def test_c6_compares_the_longest_interval_with_the_shortest_and_needs_pruning_to_act():
+    rows = [dict(constraint=c, seed=seed, window=w, selected=4.0, models_mean=m)
+            for c in ("a", "b") for seed in (0, 1, 2) for w, m in ((10, 2.0 + 0.01 * seed), (120, 3.0))]
+    measured = cocktail.interval_effect(pd.DataFrame(rows))
+    assert measured.value == pytest.approx(1.49, abs=0.01) and verdict(CLAIMS["C6"], measured)[0] == "holds"
+    idle = cocktail.interval_effect(pd.DataFrame(rows).assign(models_mean=4.0))
+    assert verdict(CLAIMS["C6"], idle)[0] == "not testable here", "nothing pruned: the interval cannot matter"
+
+
+def test_c8_is_not_testable_because_revocations_never_change_an_ensemble():
+    rows = pd.DataFrame({"policy": ["Cocktail"] * 2, "revocation_per_hour": [0.0, 4.0], "accuracy": [0.95, 0.95],
+                         "dropped_share": [0.0, 0.01]})
+    measured = cocktail.revocation_accuracy(rows)
+    assert verdict(CLAIMS["C8"], measured)[0] == "not testable here" and "+0.00 points" in measured.not_testable
+
+
+def test_clippers_pool_keeps_the_models_within_the_error_ratio_of_the_best_eligible_one():
+    from types import SimpleNamespace
+
+    voter = SimpleNamespace(priority=np.array([0.98, 0.965, 0.95, 0.80]))
+    experiment = SimpleNamespace(voter=voter, latency_ms=np.array([20.0, 1.0, 1.0, 1.0]))
+    assert cocktail.clipper_pool(experiment, 30.0, 1.67) == (0,), "errors up to 3.3 %: the 3.5 % model is out"
+    assert cocktail.clipper_pool(experiment, 5.0, 1.67) == (1, 2), "the best eligible errs 3.5 %: up to 5.8 %"
+    assert cocktail.clipper_pool(experiment, 5.0, 10.0) == (1, 2, 3)
+    with pytest.raises(ValueError, match="no model meets the latency SLO"):
+        cocktail.clipper_pool(experiment, 0.5, 1.67)
 
 
 def test_k1_k2_check_every_run():

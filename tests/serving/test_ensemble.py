@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from mlsysrepro.serving.ensemble import (Voter, class_weights, prune_by_mode, select_greedy, select_single,
+from mlsysrepro.serving.ensemble import (PRUNE_MARGIN, Voter, class_weights, prune_once, select_cheapest, select_greedy,
+                                         select_most_accurate,
                                          weighted_vote)
 
 
@@ -68,22 +69,36 @@ def test_greedy_selection_reports_an_unmet_target_with_its_best_prefix():
     assert not chosen.met and chosen.accuracy < 0.99
 
 
-def test_infaas_picks_the_cheapest_model_meeting_both_targets_else_the_most_accurate_within_the_slo():
+def test_infaas_as_its_paper_states_it_picks_the_cheapest_model_meeting_both_targets():
     rng = np.random.default_rng(2)
     val, labels = _zoo(rng, [0.9, 0.95, 0.97])
     voter = Voter.fit(val, labels)
     cost, latency = np.array([1.0, 2.0, 5.0]), np.array([1.0, 2.0, 10.0])
-    assert select_single(voter, cost, latency, 20.0, 0.92).members == (1,)
-    fallback = select_single(voter, cost, latency, 5.0, 0.99)
+    assert select_cheapest(voter, cost, latency, 20.0, 0.92).members == (1,)
+    fallback = select_cheapest(voter, cost, latency, 5.0, 0.99)
     assert fallback.members == (1,) and not fallback.met
 
 
-def test_pruning_drops_members_that_never_change_the_answer_and_keeps_the_rest():
-    voter = Voter(np.full((3, 10), 0.5), np.array([0.9, 0.8, 0.7]))
-    agree = np.array([[1, 2, 3], [1, 2, 3], [4, 4, 4]])  # member 2 is outvoted everywhere
-    assert prune_by_mode(voter, agree, (0, 1, 2)) == (0,)
-    # on the first request members 1 and 2 outvote member 0; without either, a 1-1 tie goes to member 0 (the most
-    # accurate) and the answer changes, so both stay, while member 0 never decides anything
-    split = np.array([[1, 1], [2, 1], [2, 1]])
-    assert prune_by_mode(voter, split, (0, 1, 2)) == (1, 2)
-    assert prune_by_mode(voter, agree[:, :0], (0, 1, 2)) == (0, 1, 2)
+def test_infaas_as_cocktails_artifact_runs_it_picks_the_most_accurate_model_within_the_slo_whatever_its_cost():
+    rng = np.random.default_rng(2)
+    val, labels = _zoo(rng, [0.9, 0.95, 0.97])
+    voter = Voter.fit(val, labels)
+    latency = np.array([1.0, 2.0, 10.0])
+    assert select_most_accurate(voter, latency, 20.0, 0.92).members == (2,), "the cheapest meeting 0.92 is model 1"
+    within = select_most_accurate(voter, latency, 5.0, 0.99)
+    assert within.members == (1,) and not within.met
+    with pytest.raises(ValueError, match="no model meets the latency SLO"):
+        select_most_accurate(voter, latency, 0.5, 0.9)
+
+
+def test_pruning_drops_the_member_with_fewest_right_answers_only_while_the_ensemble_clears_the_guard():
+    priority = np.array([0.9, 0.8, 0.7])
+    right = np.array([95, 90, 90])
+    # 96 of 100 right against a 0.93 target: 0.96 >= 0.93 + 0.02, so the member with fewest right answers goes; of
+    # the two tied at 90, the less accurate (model 2)
+    assert prune_once((0, 1, 2), right, 96, 100, 0.93, priority) == (0, 1)
+    assert prune_once((0, 1, 2), right, 94, 100, 0.93, priority) == (0, 1, 2), "below target + margin: no drop"
+    assert prune_once((0, 1, 2), right, 95, 100, 0.93, priority) == (0, 1), "exactly target + margin: a drop"
+    assert PRUNE_MARGIN == 0.02
+    assert prune_once((1,), right, 100, 100, 0.5, priority) == (1,), "a lone member stays"
+    assert prune_once((0, 1), right, 0, 0, 0.5, priority) == (0, 1), "an empty interval prunes nothing"

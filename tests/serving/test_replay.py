@@ -49,18 +49,23 @@ def test_counts_match_a_request_by_request_replay():
     assert np.array_equal(fast, slow)
 
 
-def test_schedules_keep_the_selection_without_pruning_and_prune_within_it():
+def test_schedules_keep_the_selection_without_pruning_and_prune_one_member_a_window_while_the_guard_allows():
     rng = np.random.default_rng(0)
     labels = rng.integers(10, size=50)
-    # two models always right, a third guessing: the guesser never decides an answer, nor does a duplicate
+    # two models always right, a third guessing: the ensemble is right on every request, the guesser least often
     predictions = np.stack([labels, labels, rng.integers(10, size=50)])
     voter = Voter.fit(predictions, labels)
     arrivals = np.full((60, 1), 10)
     chosen = [Selection((0, 1, 2), 0.9, True)]
     orders = request_orders(50, 1, 0)
-    fixed = schedule(chosen, arrivals, 10, 3, voter, predictions, orders, pruning=False, mode_samples=2)
+    targets = np.array([0.9])
+    fixed = schedule(chosen, arrivals, 10, 3, voter, predictions, labels, orders, targets, pruning=False)
     assert fixed.shape == (6, 1, 3) and fixed.all()
-    pruned = schedule(chosen, arrivals, 10, 3, voter, predictions, orders, pruning=True, mode_samples=2)
+    pruned = schedule(chosen, arrivals, 10, 3, voter, predictions, labels, orders, targets, pruning=True)
     assert pruned[0].all(), "the first window has no previous one to prune by"
-    assert np.all(pruned.sum(2) >= 1) and np.all(pruned <= fixed)
-    assert pruned[1:].sum(2).max() == 1, "from the second window on, one member answers as the three did"
+    assert pruned[1, 0].tolist() == [True, True, False], "after one window the guesser goes"
+    assert pruned[2:, 0].sum(1).tolist() == [1] * 4, "then a second member, and one always stays"
+    assert np.all(pruned <= fixed)
+    # a target the ensemble cannot clear by the 2-point margin: nothing is ever dropped
+    strict = schedule(chosen, arrivals, 10, 3, voter, predictions, labels, orders, np.array([0.99]), pruning=True)
+    assert strict.all()

@@ -503,6 +503,16 @@ def measured_over(measure: Callable[[Any], Measurement], central: Any,
     return measured
 
 
+def measured_for(claim: Claim, measure: Callable[[Any], Measurement], central: Any,
+                 grids: Mapping[str, Mapping[Any, Any]]) -> Measurement:
+    """:func:`measured_over` over the assumptions ``claim`` declares, and no others: ``grids`` may hold every
+    assumption of a paper (one rerun of the experiment per value), each claim re-judged over its own."""
+    missing = [a.name for a in claim.assumptions if a.name not in grids]
+    if missing:
+        raise ValueError(f"claim {claim.id} declares assumptions {missing} that grids does not hold")
+    return measured_over(measure, central, {a.name: grids[a.name] for a in claim.assumptions})
+
+
 def _fmt_setting(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 

@@ -6,8 +6,9 @@ Public entry points:
 - :func:`.zoo.build_zoo` — classifiers of different cost and accuracy trained on real digits, their validation and
   test predictions, and their measured latency per batch (:class:`.zoo.Zoo`);
 - :func:`.ensemble.weighted_vote`, :class:`.ensemble.Voter` — weighted majority voting with per-class weights and a
-  stated tie rule; :func:`.ensemble.select_greedy` (Cocktail), :func:`.ensemble.select_single` (InFaaS),
-  :func:`.ensemble.prune_by_mode`;
+  stated tie rule; :func:`.ensemble.select_greedy` (Cocktail), :func:`.ensemble.select_most_accurate` (InFaaS as
+  Cocktail's artifact runs it) and :func:`.ensemble.select_cheapest` (as the INFaaS paper states it),
+  :func:`.ensemble.prune_once` (the artifact's guarded pruning);
 - :func:`.replay.schedule` and :func:`.replay.correct_counts` — which ensemble serves each window, and how many of
   its answers were right, from real predictions;
 - :func:`.predictors.make_predictor` — EWMA, Holt-Winters, LSTM: ``fit(history)``, ``forecast(series, horizon)``;

@@ -7,7 +7,9 @@ Every share is over the requests that *arrived*, so a dropped request counts aga
   accuracy, replayed from real predictions (:func:`.replay.correct_counts`), reached the class's target: Cocktail's
   "accuracy met for x % of requests";
 - **models per query** — percentiles over admitted requests of the serving ensemble's size;
-- **cost** — the sum of the per-second bills of every VM (:func:`.fleet.billed`), and per million requests.
+- **cost** — the sum of the per-second bills of every VM (:func:`.fleet.billed`), and per million requests;
+- **latency percentiles** — over the admitted requests, and (``latency_p99_all_ms``) over every arrived request with
+  a dropped one counted at the drop ``timeout``: what its client waited before giving up, an SLO miss.
 """
 
 from __future__ import annotations
@@ -43,9 +45,20 @@ def target_attainment(admitted: np.ndarray, correct: np.ndarray, arrivals: np.nd
     return float(served[met].sum() / max(arrivals.sum(), 1))
 
 
-def summary(run, correct: np.ndarray, slo_ms: np.ndarray, targets: np.ndarray, window: int = 60) -> list[dict]:
+def _with_dropped(latency_s: np.ndarray, admitted: np.ndarray, dropped: np.ndarray, timeout: float,
+                  quantiles) -> np.ndarray:
+    """Latency quantiles (ms) over every arrived request: the admitted cohorts at their latency, the dropped ones
+    at ``timeout`` seconds."""
+    values = np.concatenate([np.nan_to_num(latency_s, nan=0.0).ravel(), np.full(dropped.size, timeout)])
+    weights = np.concatenate([admitted.ravel(), dropped.ravel()])
+    return weighted_quantiles(values, weights, quantiles) * 1e3
+
+
+def summary(run, correct: np.ndarray, slo_ms: np.ndarray, targets: np.ndarray, window: int = 60,
+            timeout: float = 2.0) -> list[dict]:
     """One row per constraint class of ``run`` (a :class:`.simulator.Run`): the class's share of the run's cost is
-    its share of the queue demand it brought (the whole cost for a run of one class)."""
+    its share of the queue demand it brought (the whole cost for a run of one class); ``timeout``: the seconds a
+    dropped request counts for in ``latency_p99_all_ms``."""
     arrivals = run.admitted + run.dropped
     share = arrivals.sum(0) * run.models.mean(0)
     share = share / max(share.sum(), 1)
@@ -54,12 +67,14 @@ def summary(run, correct: np.ndarray, slo_ms: np.ndarray, targets: np.ndarray, w
         admitted, latency = run.admitted[:, c], run.latency_s[:, c]
         arrived = max(int(arrivals[:, c].sum()), 1)
         p50, p99 = weighted_quantiles(latency, admitted, [0.5, 0.99]) * 1e3
+        p99_all, = _with_dropped(latency, admitted, run.dropped[:, c], timeout, [0.99])
         m50, m90, m99 = weighted_quantiles(run.models[:, c], admitted, [0.5, 0.9, 0.99])
         within = np.nan_to_num(latency, nan=np.inf) <= slo_ms[c] / 1e3
         cost = run.cost * share[c]
         rows.append(dict(
             requests=int(arrivals[:, c].sum()), dropped_share=float(run.dropped[:, c].sum() / arrived),
             cost=cost, cost_per_million=cost / arrived * 1e6, latency_p50_ms=p50, latency_p99_ms=p99,
+            latency_p99_all_ms=p99_all,
             slo_attainment=float(admitted[within].sum() / arrived),
             accuracy=float(correct[:, c].sum() / max(admitted.sum(), 1)),
             target_attainment=target_attainment(admitted, correct[:, c], arrivals[:, c], targets[c], window),
@@ -70,10 +85,12 @@ def summary(run, correct: np.ndarray, slo_ms: np.ndarray, targets: np.ndarray, w
     return rows
 
 
-def summary_all(run, correct: np.ndarray, slo_ms: np.ndarray, targets: np.ndarray, window: int = 60) -> dict:
+def summary_all(run, correct: np.ndarray, slo_ms: np.ndarray, targets: np.ndarray, window: int = 60,
+                timeout: float = 2.0) -> dict:
     """One row for every class of ``run`` together: the run's whole cost, shares weighted by each class's
-    requests, latency and models-per-query percentiles over all admitted requests."""
-    rows = summary(run, correct, slo_ms, targets, window)
+    requests, latency and models-per-query percentiles over all admitted requests (and the p99 over every arrived
+    one, dropped ones at ``timeout``)."""
+    rows = summary(run, correct, slo_ms, targets, window, timeout)
     requests = np.array([row["requests"] for row in rows], dtype=float)
     weight = requests / max(requests.sum(), 1.0)
     out = {key: float(np.dot(weight, [row[key] for row in rows]))
@@ -81,6 +98,8 @@ def summary_all(run, correct: np.ndarray, slo_ms: np.ndarray, targets: np.ndarra
     p50, p99 = weighted_quantiles(run.latency_s, run.admitted, [0.5, 0.99]) * 1e3
     m50, m90, m99 = weighted_quantiles(run.models, run.admitted, [0.5, 0.9, 0.99])
     out.update(requests=int(requests.sum()), cost=run.cost, cost_per_million=run.cost / max(requests.sum(), 1) * 1e6,
-               latency_p50_ms=p50, latency_p99_ms=p99, models_p50=m50, models_p90=m90, models_p99=m99,
+               latency_p50_ms=p50, latency_p99_ms=p99,
+               latency_p99_all_ms=_with_dropped(run.latency_s, run.admitted, run.dropped, timeout, [0.99])[0],
+               models_p50=m50, models_p90=m90, models_p99=m99,
                **{key: rows[0][key] for key in ("vms_mean", "vms_max", "vm_launches", "revocations", "spot_share")})
     return out

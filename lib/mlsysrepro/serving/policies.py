@@ -2,10 +2,11 @@
 
 | policy | selection | pruning | autoscaling | importance sampling | VMs |
 |---|---|---|---|---|---|
-| InFaaS (Romero et al., ATC'21) | one model (:func:`~.ensemble.select_single`) | - | reactive | - | on-demand |
-| Clipper (Crankshaw et al., NSDI'17) | every model meeting the SLO | - | reactive | - | on-demand |
-| Clipper-X | Cocktail's (:func:`~.ensemble.select_greedy`) | by mode | reactive | - | on-demand |
-| Cocktail | Cocktail's | by mode | proactive (predictor + MArk's fill/kill) + reactive | yes | spot, on-demand fallback |
+| InFaaS (Romero et al., ATC'21), as Cocktail's artifact runs it | the most accurate model meeting the SLO (:func:`~.ensemble.select_most_accurate`) | - | reactive | - | on-demand |
+| InFaaS, cheapest (the INFaaS paper's rule) | the cheapest model meeting both targets (:func:`~.ensemble.select_cheapest`) | - | reactive | - | on-demand |
+| Clipper (Crankshaw et al., NSDI'17) | every model of the pool meeting the SLO | - | reactive | - | on-demand |
+| Clipper-X | Cocktail's (:func:`~.ensemble.select_greedy`) | guarded (:func:`~.ensemble.prune_once`) | reactive | - | on-demand |
+| Cocktail | Cocktail's | guarded | proactive (predictor + MArk's fill/kill) + reactive | yes | spot, on-demand fallback |
 
 The baselines' autoscaler is the same reactive one for all three (the paper gives Clipper and Clipper-X no resource
 manager of their own), so Clipper-X against Clipper isolates selection, and Cocktail against Clipper-X its
@@ -24,7 +25,7 @@ import numpy as np
 @dataclass(frozen=True)
 class Policy:
     name: str
-    selection: str  # "single" | "all" | "greedy"
+    selection: str  # one of SELECTIONS
     pruning: bool = False
     proactive: bool = False
     importance: bool = False
@@ -33,14 +34,16 @@ class Policy:
 
 
 POLICIES = {
-    "infaas": Policy("infaas", "single"),
+    "infaas": Policy("infaas", "most_accurate"),
+    "infaas_cheapest": Policy("infaas_cheapest", "cheapest"),
     "clipper": Policy("clipper", "all"),
     "clipper_x": Policy("clipper_x", "greedy", pruning=True),
     "cocktail": Policy("cocktail", "greedy", pruning=True, proactive=True, importance=True, spot=True,
                        fallback=True),
 }
-LABELS = {"infaas": "InFaaS", "clipper": "Clipper", "clipper_x": "Clipper-X", "cocktail": "Cocktail"}
-SELECTIONS = ("single", "all", "greedy")
+LABELS = {"infaas": "InFaaS", "infaas_cheapest": "InFaaS (cheapest)", "clipper": "Clipper", "clipper_x": "Clipper-X",
+          "cocktail": "Cocktail"}
+SELECTIONS = ("most_accurate", "cheapest", "all", "greedy")
 
 
 def make_policy(name: str, **overrides) -> Policy:

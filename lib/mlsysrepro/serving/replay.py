@@ -5,9 +5,9 @@ the zoo's ``n`` test images per class), so a day of requests cycles through real
 weighted vote (:func:`~.ensemble.weighted_vote`) of the serving ensemble's real predictions on its image.
 
 - :func:`schedule` — per sampling window and class, the members serving it: the policy's selection for the class,
-  pruned by mode (:func:`~.ensemble.prune_by_mode`) on the previous window's requests where the policy prunes. The
-  pruning reads the selected members' predictions (never labels) on ``mode_samples`` requests of each second of the
-  window, spread evenly over its requests;
+  pruned where the policy prunes (:func:`~.ensemble.prune_once`) at the end of each window from the right answers
+  of that window's requests, as Cocktail's artifact reads them (its frontend checks each answer against the ground
+  truth, ``modules/frontend.py`` lines 48-61); a dropped member stays dropped;
 - :func:`correct_counts` — per second and class, how many admitted requests were answered right: a cumulative sum
   over each ensemble's correctness in request order, so a cohort of any size costs two look-ups.
 """
@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from .ensemble import Selection, Voter, prune_by_mode
+from .ensemble import PRUNE_MARGIN, Selection, Voter, prune_once
 
 
 def request_orders(test_images: int, classes: int, seed: int) -> np.ndarray:
@@ -27,26 +27,43 @@ def request_orders(test_images: int, classes: int, seed: int) -> np.ndarray:
     return np.stack([rng.permutation(test_images) for _ in range(classes)])
 
 
+def _right_before(table: np.ndarray, k):
+    """Right answers among a class's requests ``[0, k)``, from ``table``, the cumulative count over one cycle of its
+    test images (last axis: images + 1 entries): whole cycles, then the part of the next."""
+    images = table.shape[-1] - 1
+    return (k // images) * table[..., -1] + table[..., k % images]
+
+
 def schedule(selections: list[Selection], arrivals: np.ndarray, window: int, models: int, voter: Voter,
-             test_predictions: np.ndarray, orders: np.ndarray, pruning: bool, mode_samples: int) -> np.ndarray:
-    """(windows x classes x models) bool: the members of each class in each ``window``-second window."""
+             test_predictions: np.ndarray, test_labels: np.ndarray, orders: np.ndarray, targets: np.ndarray,
+             pruning: bool, margin: float = PRUNE_MARGIN) -> np.ndarray:
+    """(windows x classes x models) bool: the members of each class in each ``window``-second window. With
+    ``pruning``, class ``c``'s ensemble enters each window as :func:`~.ensemble.prune_once` left it after the window
+    before, judged on that window's arrived requests against ``targets[c]`` plus ``margin``."""
     seconds, classes = arrivals.shape
     windows = math.ceil(seconds / window)
     members = np.zeros((windows, classes, models), dtype=bool)
     first_request = np.vstack([np.zeros((1, classes), dtype=np.int64), np.cumsum(arrivals, 0)])
+    own_right = (test_predictions == test_labels).astype(np.int64)  # models x images
     for c, selection in enumerate(selections):
-        members[:, c, list(selection.members)] = True
-        if not pruning or len(selection.members) == 1:
+        kept = tuple(selection.members)
+        if not pruning or len(kept) == 1:
+            members[:, c, list(kept)] = True
             continue
-        images = orders.shape[1]
+        cycle = np.zeros((models, orders.shape[1] + 1), dtype=np.int64)
+        cycle[:, 1:] = np.cumsum(own_right[:, orders[c]], axis=1)
+        ensembles: dict[tuple, np.ndarray] = {}
+        members[0, c, list(kept)] = True
         for w in range(1, windows):
             begin, end = first_request[(w - 1) * window, c], first_request[min(w * window, seconds), c]
-            count = min(end - begin, mode_samples * window)
-            if count == 0:
-                continue
-            picks = orders[c][(begin + np.linspace(0, end - begin - 1, count).astype(np.int64)) % images]
-            kept = prune_by_mode(voter, test_predictions[:, picks], selection.members)
-            members[w, c] = False
+            if len(kept) > 1 and end > begin:
+                if kept not in ensembles:
+                    right = (voter.vote(test_predictions, kept) == test_labels)[orders[c]]
+                    ensembles[kept] = np.concatenate([[0], np.cumsum(right)])
+                table = ensembles[kept]
+                kept = prune_once(kept, _right_before(cycle, end) - _right_before(cycle, begin),
+                                  int(_right_before(table, end) - _right_before(table, begin)), int(end - begin),
+                                  float(targets[c]), voter.priority, margin)
             members[w, c, list(kept)] = True
     return members
 
@@ -56,7 +73,6 @@ def correct_counts(admitted: np.ndarray, arrivals: np.ndarray, members: np.ndarr
     """(seconds x classes): the admitted requests answered right. A second's admitted requests are its first
     ``admitted`` ones (a cohort is admitted or dropped whole)."""
     seconds, classes = arrivals.shape
-    images = orders.shape[1]
     first_request = np.vstack([np.zeros((1, classes), dtype=np.int64), np.cumsum(arrivals, 0)[:-1]])
     window_of = np.arange(seconds) // window
     correct = np.zeros((seconds, classes), dtype=np.int64)
@@ -72,8 +88,5 @@ def correct_counts(admitted: np.ndarray, arrivals: np.ndarray, members: np.ndarr
             table = cumulative[ensemble, c]
             rows = np.flatnonzero(inverse.ravel()[window_of] == index)
             start = first_request[rows, c]
-            stop = start + admitted[rows, c]
-            def upto(k):  # right answers among requests [0, k) of the class
-                return (k // images) * table[-1] + table[k % images]
-            correct[rows, c] = upto(stop) - upto(start)
+            correct[rows, c] = _right_before(table, start + admitted[rows, c]) - _right_before(table, start)
     return correct
