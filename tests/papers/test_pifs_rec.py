@@ -35,7 +35,40 @@ def test_ablation_steps_divide_each_step_by_the_next():
     steps = pifs_rec.ablation_steps(frame(latencies))
     assert list(steps.columns) == list(cxl.ABLATION[1:])
     assert steps.iloc[0].tolist() == pytest.approx([5 / 4, 4 / 3, 3 / 2, 2 / 1])
-    assert verdict(CLAIMS["P3"], pifs_rec.ablation_measurement(frame(latencies)))[0] == "holds"
+    for claim_id, design, _ in pifs_rec.STEPS:
+        assert verdict(CLAIMS[claim_id], pifs_rec.step_measurement(frame(latencies), design))[0] == "holds"
+
+
+def test_each_step_is_judged_on_its_own_settings_not_pooled_with_the_others():
+    # three steps speed up every setting, global hotness slows every one: pooled, 9 of 12 pass; on its own, 0 of 3
+    latencies = {"cxl": [8.0] * 3, "pifs_pooling": [4.0] * 3, "pifs_buffer": [2.0] * 3, "pifs_hotness": [3.0] * 3,
+                 "pifs": [1.0] * 3}
+    verdicts = {claim_id: verdict(CLAIMS[claim_id], pifs_rec.step_measurement(frame(latencies), design))[0]
+                for claim_id, design, _ in pifs_rec.STEPS}
+    assert verdicts == {"P3a": "holds", "P3b": "holds", "P3c": "fails", "P3d": "holds"}
+    with pytest.raises(ValueError, match="design must be one of"):
+        pifs_rec.step_measurement(frame(latencies), "cxl")
+
+
+def test_p4_reads_pifs_latency_from_the_fewest_to_the_most_devices_and_p5_is_not_testable():
+    scaling = pd.DataFrame([dict(sweep="devices", value=v, design=d, latency_us=lat)
+                            for v, pifs, pond in ((2, 80.0, 50.0), (16, 10.0, 50.0))
+                            for d, lat in (("pifs", pifs), ("pond", pond))])
+    measured = pifs_rec.device_scaling(scaling)
+    assert measured.value == pytest.approx(8.0) and "Pond: 1.00x" in measured.note
+    assert verdict(CLAIMS["P4"], measured)[0] == "holds"
+    assert verdict(CLAIMS["P5"], pifs_rec.tco_and_energy())[0] == "not testable here"
+
+
+def test_global_hotness_is_profiled_on_the_batches_before_the_served_one_only():
+    settings = resolve("pifs_rec", pifs_rec.PRESETS, {"scale": "smoke", "hotness_window": 1}, pifs_rec.RANGES)
+    config, batch = [1, 4, 64], 8
+    ids = pifs_rec.traces.load_trace("medium", settings.seed, settings.rows)
+    per_batch = batch * config[1]
+    before = ids[(pifs_rec.SERVED_BATCH - 1) * per_batch:pifs_rec.SERVED_BATCH * per_batch]
+    hot = pifs_rec.hot_rows(settings, "medium", config, batch, 1, 5)
+    assert set(hot) <= set(before.tolist()), "only the batch before the served one is profiled"
+    assert hot[0] == np.bincount(before).argmax()
 
 
 def test_k1_and_k2_fail_on_wrong_bytes():
@@ -82,3 +115,21 @@ def test_an_assumption_sets_the_system_field_it_names():
     assert pifs_rec.SWITCH_BUFFER.central == pifs_rec.PRESETS["default"]["buffer_mib"]
     with pytest.raises(ValueError, match="assumption must be one of"):
         pifs_rec.assumed("host_cores", 4)
+
+
+def test_an_assumption_reruns_only_the_designs_it_can_change():
+    settings = resolve("pifs_rec", pifs_rec.PRESETS, {"scale": "smoke", "configs": [[2, 8, 64]], "rows": 5_000},
+                       pifs_rec.RANGES)
+    anchor = pd.DataFrame([dict(dim=64, table_rows=1_000, pooling=20, round=0, seconds_per_row=4e-9)])
+    central = pifs_rec.comparison(settings, anchor)
+    slow = pifs_rec.comparison_under(settings, anchor, "beacon_adder_gb_s", 1.0, central)
+    assert sorted(slow.design) == sorted(central.design)
+    key = ["trace", "config", "batch", "design"]
+    joined = central.merge(slow, on=key, suffixes=("", "_slow"))
+    changed = joined[joined.latency_us != joined.latency_us_slow].design.unique().tolist()
+    assert changed == ["beacon"], "a 1 GB/s adder slows BEACON and nothing else"
+    assert pifs_rec.comparison_under(settings, anchor, "buffer_mib", 4.0, central).equals(central)
+    with pytest.raises(ValueError, match="assumption must be one of"):
+        pifs_rec.comparison_under(settings, anchor, "lanes", 8, central)
+    with pytest.raises(ValueError, match="designs must be among"):
+        pifs_rec.comparison(settings, anchor, ("tpu",))

@@ -57,6 +57,21 @@ def test_global_hotness_hits_exactly_the_pinned_rows():
         True, False, False, True, True]
 
 
+def test_a_half_pinned_buffer_keeps_an_lru_half_for_the_rows_the_hot_list_leaves_out():
+    # 4 rows of buffer: half pinned to row 1, half an LRU over the rest; row 7 repeats within the batch
+    lookups = cxl.lookups([(np.array([1, 7, 7, 5, 7, 1]), np.array([0]))], 1, 100, 64)
+    pinned_only = cxl.System(buffer_bytes=4 * 256, buffer_ways=1)
+    hybrid = cxl.System(buffer_bytes=4 * 256, buffer_ways=1, hotness_pinned_share=0.5)
+    hot = np.array([1, 9, 3, 4])
+    assert cxl.buffer_hits(lookups, pinned_only, "global", hot=hot).tolist() == [
+        True, False, False, False, False, True]
+    hits = cxl.buffer_hits(lookups, hybrid, "global", hot=hot)
+    assert hits[[0, 5]].all() and not hits[1], "pinned rows hit, a row's first read misses"
+    assert hits[2], "the LRU half keeps the batch's own reuse"
+    with pytest.raises(ValueError, match="hotness_pinned_share must be in"):
+        cxl.System(hotness_pinned_share=0.0)
+
+
 def test_placement_and_bad_names():
     lookups = make(rows_per_bag=4, bags=4, tables=3)
     system = cxl.System(devices=2)

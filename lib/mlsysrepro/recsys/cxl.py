@@ -62,11 +62,14 @@ class System:
     buffer_bytes: int = 4 * 2**20
     buffer_hit_s: float = 20e-9
     buffer_ways: int = 16
+    hotness_pinned_share: float = 1.0  # of the buffer, under global hotness (the rest is LRU)
     page_bytes: int = 4096
 
     def __post_init__(self):
         if self.devices < 1 or self.hosts < 1:
             raise ValueError(f"devices and hosts must be >= 1, got {self.devices}, {self.hosts}")
+        if not 0 < self.hotness_pinned_share <= 1:
+            raise ValueError(f"hotness_pinned_share must be in (0, 1], got {self.hotness_pinned_share}")
 
     def unloaded_read_s(self, memory: str) -> float:
         """Load-to-use of one row read with nothing queued (local DRAM, or CXL through the switch)."""
@@ -168,27 +171,38 @@ def device_of(lookups: Lookups, system: System, placement: str) -> np.ndarray:
     raise ValueError(f"placement must be 'table' or 'page', got {placement!r}")
 
 
+def _lru_hits(keys: np.ndarray, prefix: np.ndarray, capacity: int, ways: int) -> np.ndarray:
+    """Hits of a set-associative LRU buffer of ``capacity`` rows over ``keys``, warmed by ``prefix``."""
+    sets = max(1, capacity // ways)
+    return cache_hits(np.concatenate([prefix, keys]), sets, min(ways, capacity))[prefix.size:]
+
+
 def buffer_hits(lookups: Lookups, system: System, policy: str, hot: np.ndarray | None = None,
                 warmup: Lookups | None = None) -> np.ndarray:
     """Which reads the switch buffer serves: ``lru`` (a set-associative LRU buffer, warmed by ``warmup``'s
-    reads) or ``global`` (the buffer holds the most accessed rows, ``hot`` in order of hotness, split evenly over
-    the tables, pinned); ``none``: no read."""
+    reads) or ``global`` (``system.hotness_pinned_share`` of the buffer holds the most accessed rows, ``hot`` in
+    order of hotness, split evenly over the tables, pinned; the rest, if any, is an LRU buffer over the other rows);
+    ``none``: no read."""
     capacity = system.buffer_bytes // lookups.row_bytes
     if policy == "none" or capacity == 0:
         return np.zeros(lookups.row.size, dtype=bool)
+    keys = lookups.table.astype(np.int64) * lookups.table_rows + lookups.row
+    prefix = np.empty(0, dtype=np.int64) if warmup is None else (
+        warmup.table.astype(np.int64) * warmup.table_rows + warmup.row)
     if policy == "global":
         if hot is None:
             raise ValueError("buffer 'global' needs the hot rows (most accessed first)")
-        per_table = capacity // lookups.tables
+        per_table = int(capacity * system.hotness_pinned_share) // lookups.tables
         pinned = np.zeros(lookups.table_rows, dtype=bool)
         pinned[np.asarray(hot)[:per_table]] = True
-        return pinned[lookups.row]
+        hits = pinned[lookups.row]
+        rest = capacity - per_table * lookups.tables
+        if system.hotness_pinned_share < 1 and rest > 0:
+            warm = prefix if warmup is None else prefix[~pinned[warmup.row]]
+            hits[~hits] = _lru_hits(keys[~hits], warm, rest, system.buffer_ways)
+        return hits
     if policy == "lru":
-        keys = lookups.table.astype(np.int64) * lookups.table_rows + lookups.row
-        prefix = np.empty(0, dtype=np.int64) if warmup is None else (
-            warmup.table.astype(np.int64) * warmup.table_rows + warmup.row)
-        sets = max(1, capacity // system.buffer_ways)
-        return cache_hits(np.concatenate([prefix, keys]), sets, min(system.buffer_ways, capacity))[prefix.size:]
+        return _lru_hits(keys, prefix, capacity, system.buffer_ways)
     raise ValueError(f"buffer must be one of 'none', 'lru', 'global', got {policy!r}")
 
 

