@@ -73,6 +73,19 @@ def test_use_cache_false_recomputes_and_overwrites():
     assert not list(cache_path("weights", settings, ["n"]).parent.glob("*.tmp"))
 
 
+def test_use_cache_false_recomputes_once_per_process_then_reads_its_own_entry(monkeypatch):
+    from mlsysrepro.core import cache
+
+    calls = []
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 23})
+    cached("weights", settings, counting(calls), knobs=["n"])  # an entry from "before"
+    monkeypatch.setattr(cache, "_WRITTEN", set())  # a new process: it wrote nothing yet
+    fresh = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 23, "use_cache": False})
+    cached("weights", fresh, counting(calls), knobs=["n"])
+    cached("weights", fresh, counting(calls), knobs=["n"])
+    assert len(calls) == 2, "the old entry is recomputed once, then this process's own is read"
+
+
 def _entry(calls, seed):
     settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": seed})
     cached("weights", settings, counting(calls), knobs=["n"])

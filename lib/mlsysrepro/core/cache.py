@@ -7,7 +7,8 @@ checksums of every dataset). Editing any of that code or data gives new keys, so
 made it; a change outside it (a notebook, another paper's module, an installed library's version) does not. A knob
 that does not change the artifact (a worker count, a speed measurement's size) is left out of the list, so
 changing it never invalidates the cache. ``use_cache=False`` (every notebook's parameter) recomputes and
-overwrites::
+overwrites each entry once per process: an entry this process has itself recomputed is read back (a notebook that
+asks twice for the same comparison computes it once), an entry from before is never::
 
     w_star = cached("w_star", settings, fit, knobs=("n_samples", "n_features", "fit_steps"))
 
@@ -231,22 +232,28 @@ def read_entry(path: Path) -> Any:
         raise CorruptEntry(f"it does not load as plain data ({type(error).__name__}: {error})") from error
 
 
+#: The entries this process recomputed with ``use_cache=False``: with it false they, and only they, are read back.
+_WRITTEN: set[Path] = set()
+
+
 def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: Iterable[str],
            source: str | None = None) -> Any:
     """Return ``compute()``, loading it from the cache when a verified entry for this seed, these ``knobs`` and
-    this code exists.
+    this code exists (with ``settings.use_cache`` false: one this process recomputed).
 
     ``knobs`` lists every knob ``compute`` reads (directly or through the tasks it runs); ``source`` names the
     module whose code (with everything of this package it imports) computes the value, by default the one that
     defines ``compute``. ``compute`` must return tensors, numbers, strings, data frames, or lists, tuples and
-    dicts of them. With ``settings.use_cache`` false the entry is recomputed and overwritten.
+    dicts of them. With ``settings.use_cache`` false the entry is recomputed and overwritten, once per process.
     """
     path = cache_path(name, settings, knobs, source or compute.__module__)
-    if settings.use_cache and path.exists():
+    if (settings.use_cache or path in _WRITTEN) and path.exists():
         try:
             return read_entry(path)
         except (CorruptEntry, OSError) as error:
             warnings.warn(f"cache entry {path} is not usable ({error}); recomputing it", stacklevel=2)
     value = compute()
     write_entry(path, value)
+    if not settings.use_cache:
+        _WRITTEN.add(path)
     return value

@@ -418,26 +418,24 @@ def comparison(settings, slot_speed: float = SLOT_SPEED.central) -> tuple[pd.Dat
     return cached(name, settings, compute, knobs=SERVING_KNOBS + ("traces", "seeds", "main_trace", "main_class"))
 
 
-def comparison_with_pool(settings, pool: float) -> pd.DataFrame:
-    """The comparison's table with Clipper served from another pool (:data:`CLIPPER_POOL`: ``pool`` times the best
-    eligible model's error); the other policies' rows are the comparison's own (Clipper is the only one the pool
+def comparison_with_pool(settings, pool: float, central: pd.DataFrame) -> pd.DataFrame:
+    """``central``, the comparison's table, with Clipper served from another pool (:data:`CLIPPER_POOL`: ``pool``
+    times the best eligible model's error); the other policies' rows are kept (Clipper is the only one the pool
     changes)."""
-    base = comparison(settings)[0]
     if pool == settings.clipper_pool:
-        return base
+        return central
     other = settings.with_values(clipper_pool=pool)
     trained, table = zoo(settings), forecasts(settings)
     tasks = [(other, trained, trace, c, seed, [("clipper", _forecast(settings, table, trace, seed), {})])
              for trace in settings.traces for c in range(len(settings.classes)) for seed in settings.seeds]
     clipper = cached("comparison_clipper", other, lambda: pd.DataFrame(_serve_all(other, tasks, "Clipper pools")),
                      knobs=SERVING_KNOBS + ("traces", "seeds"))
-    return pd.concat([base[base.policy != "clipper"], clipper], ignore_index=True)
+    return pd.concat([central[central.policy != "clipper"], clipper], ignore_index=True)
 
 
-def comparison_with_infaas_managed(settings) -> pd.DataFrame:
-    """The comparison's table with InFaaS provisioned by Cocktail's resource manager (:data:`INFAAS_MANAGER`, as the
-    artifact runs every scheme); the other policies' rows are the comparison's own."""
-    base = comparison(settings)[0]
+def comparison_with_infaas_managed(settings, central: pd.DataFrame) -> pd.DataFrame:
+    """``central``, the comparison's table, with InFaaS provisioned by Cocktail's resource manager
+    (:data:`INFAAS_MANAGER`, as the artifact runs every scheme); the other policies' rows are kept."""
     trained, table = zoo(settings), forecasts(settings)
     managed = {"proactive": True, "importance": True, "spot": True, "fallback": True, "label": "infaas"}
     tasks = [(settings, trained, trace, c, seed, [("infaas", _forecast(settings, table, trace, seed), managed)])
@@ -445,21 +443,23 @@ def comparison_with_infaas_managed(settings) -> pd.DataFrame:
     infaas = cached("comparison_infaas_managed", settings,
                     lambda: pd.DataFrame(_serve_all(settings, tasks, "InFaaS under Cocktail's manager")),
                     knobs=SERVING_KNOBS + ("traces", "seeds"))
-    return pd.concat([base[base.policy != "infaas"], infaas], ignore_index=True)
+    return pd.concat([central[central.policy != "infaas"], infaas], ignore_index=True)
 
 
-def comparison_under(settings, assumption: str, value) -> pd.DataFrame:
-    """The comparison's table with one of :data:`ASSUMPTIONS` (by name) at ``value``."""
+def comparison_under(settings, assumption: str, value, central: pd.DataFrame) -> pd.DataFrame:
+    """The comparison's table with one of :data:`ASSUMPTIONS` (by name) at ``value``; ``central`` is the table at
+    the run's own values, returned as is where ``value`` is the run's."""
     if assumption == SLOT_SPEED.name:
-        return comparison(settings, value)[0]
+        return central if value == SLOT_SPEED.central else comparison(settings, value)[0]
     if assumption == CLIPPER_POOL.name:
-        return comparison_with_pool(settings, value)
+        return comparison_with_pool(settings, value, central)
     if assumption == PRUNE_GUARD.name:
-        return comparison(settings.with_values(prune_margin=value))[0]
+        return central if value == settings.prune_margin else comparison(
+            settings.with_values(prune_margin=value))[0]
     if assumption == INFAAS_MANAGER.name:
         if value not in INFAAS_MANAGER.values:
             raise ValueError(f"infaas_manager must be one of {INFAAS_MANAGER.values}, got {value!r}")
-        return comparison(settings)[0] if value == "reactive" else comparison_with_infaas_managed(settings)
+        return central if value == "reactive" else comparison_with_infaas_managed(settings, central)
     raise ValueError(f"assumption must be one of {[a.name for a in ASSUMPTIONS]}, got {assumption!r}")
 
 
@@ -560,19 +560,15 @@ def spot_discount() -> float:
     return float(np.median([spot[name] / kind.on_demand for name, kind in INSTANCE_TYPES.items()]))
 
 
-def _seed_ratios(table: pd.DataFrame, metric: str, policy: str, baseline: str) -> dict[str, list[float]]:
-    """Per (trace, class) setting, ``metric`` of ``policy`` over ``baseline``'s, one ratio per seed."""
-    pivot = table.pivot_table(index=["trace", "constraint", "seed"], columns="policy", values=metric)
-    ratios = (pivot[policy] / pivot[baseline]).reset_index(name="ratio")
-    return {f"{trace} | {constraint}": group.ratio.tolist()
-            for (trace, constraint), group in ratios.groupby(["trace", "constraint"], sort=False)}
-
-
 def ratio_over_settings(table: pd.DataFrame, metric: str, policy: str = "cocktail",
                         baseline: str = "infaas") -> Measurement:
-    """Claim C3: ``metric`` of ``policy`` over ``baseline``'s on each (trace, class) setting of ``table``, one ratio
-    per seed (the same trace draws and revocations); across settings with seed intervals."""
-    samples = _seed_ratios(table, metric, policy, baseline)
+    """``metric`` of ``policy`` over ``baseline``'s on each (trace, class) setting of ``table``, one ratio per seed
+    (the same trace draws and revocations); across settings with seed intervals. C3 through
+    :func:`models_against_clipper`, C1, C2, C5 and C7 through :func:`at_equal_accuracy`."""
+    pivot = table.pivot_table(index=["trace", "constraint", "seed"], columns="policy", values=metric)
+    ratios = (pivot[policy] / pivot[baseline]).reset_index(name="ratio")
+    samples = {f"{trace} | {constraint}": group.ratio.tolist()
+               for (trace, constraint), group in ratios.groupby(["trace", "constraint"], sort=False)}
     worst = max(samples, key=lambda k: np.mean(samples[k]))
     return across_seeds(samples, note=f"highest on {worst} ({np.mean(samples[worst]):.2f})")
 
