@@ -136,3 +136,29 @@ def test_one_setting_serves_end_to_end_at_smoke_scale():
     assert row["invariants"] == infaas_row["invariants"] == "ok" and row["requests"] > 10**6
     assert row["requests"] == infaas_row["requests"], "the runs of a setting serve the same requests"
     assert 0 < row["cost"] and 0 <= row["target_attainment"] <= 1 and row["models_mean"] >= 1
+
+
+def test_c3_and_c7_leave_out_the_settings_where_clipper_serves_one_model():
+    rows = table({"ensembles": [0.7, 0.7, 0.7], "single": [0.7, 0.7, 0.7]})
+    rows.loc[(rows.constraint == "single") & (rows.policy == "clipper"), "models_mean"] = 1
+    rows = rows.assign(vms_mean=rows.models_mean)
+    kept, left_out = cocktail.where_clipper_ensembles(rows)
+    assert set(kept.constraint) == {"ensembles"} and left_out == "t | single"
+    margins = pd.Series({"ensembles": 0.01, "single": 0.01})
+    models = cocktail.models_against_clipper(rows, margins)
+    assert set(models.per_setting) == {"t | ensembles"} and "Clipper serves one model: t | single" in models.note
+    vms = cocktail.vms_against_clipper(rows)
+    assert vms.value == pytest.approx(0.3) and verdict(CLAIMS["C7"], vms)[0] == "holds"
+    alone = rows[rows.constraint == "single"]
+    assert verdict(CLAIMS["C3"], cocktail.models_against_clipper(alone, margins))[0] == "not testable here"
+
+
+def test_an_unknown_assumption_is_named():
+    settings = resolve("cocktail", cocktail.PRESETS, {"scale": "smoke"}, cocktail.RANGES)
+    with pytest.raises(ValueError, match="assumption must be one of"):
+        cocktail.comparison_under(settings, "lanes", 8, pd.DataFrame())
+    with pytest.raises(ValueError, match="infaas_manager must be one of"):
+        cocktail.comparison_under(settings, "infaas_manager", "serverless", pd.DataFrame())
+    central = pd.DataFrame({"policy": ["cocktail"]})
+    assert cocktail.comparison_under(settings, "slot_speed", 1.0, central) is central
+    assert cocktail.comparison_under(settings, "clipper_pool", settings.clipper_pool, central) is central
