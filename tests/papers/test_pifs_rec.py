@@ -36,14 +36,16 @@ def test_ablation_steps_divide_each_step_by_the_next():
     assert list(steps.columns) == list(cxl.ABLATION[1:])
     assert steps.iloc[0].tolist() == pytest.approx([5 / 4, 4 / 3, 3 / 2, 2 / 1])
     for claim_id, design, _ in pifs_rec.STEPS:
-        assert verdict(CLAIMS[claim_id], pifs_rec.step_measurement(frame(latencies), design))[0] == "holds"
+        measured = pifs_rec.step_measurement(frame(latencies), design).given(hotness_can_win=1.2)
+        assert verdict(CLAIMS[claim_id], measured)[0] == "holds"
 
 
 def test_each_step_is_judged_on_its_own_settings_not_pooled_with_the_others():
     # three steps speed up every setting, global hotness slows every one: pooled, 9 of 12 pass; on its own, 0 of 3
     latencies = {"cxl": [8.0] * 3, "pifs_pooling": [4.0] * 3, "pifs_buffer": [2.0] * 3, "pifs_hotness": [3.0] * 3,
                  "pifs": [1.0] * 3}
-    verdicts = {claim_id: verdict(CLAIMS[claim_id], pifs_rec.step_measurement(frame(latencies), design))[0]
+    verdicts = {claim_id: verdict(CLAIMS[claim_id], pifs_rec.step_measurement(frame(latencies), design)
+                                  .given(hotness_can_win=1.2))[0]
                 for claim_id, design, _ in pifs_rec.STEPS}
     assert verdicts == {"P3a": "holds", "P3b": "holds", "P3c": "fails", "P3d": "holds"}
     with pytest.raises(ValueError, match="design must be one of"):
@@ -133,3 +135,16 @@ def test_an_assumption_reruns_only_the_designs_it_can_change():
         pifs_rec.comparison_under(settings, anchor, "lanes", 8, central)
     with pytest.raises(ValueError, match="designs must be among"):
         pifs_rec.comparison(settings, anchor, ("tpu",))
+
+
+def test_p3c_needs_a_hot_list_that_could_beat_lru_at_all():
+    settings = resolve("pifs_rec", pifs_rec.PRESETS, {"scale": "smoke", "configs": [[2, 8, 64]], "rows": 5_000},
+                       pifs_rec.RANGES)
+    anchor = pd.DataFrame([dict(dim=64, table_rows=1_000, pooling=20, round=0, seconds_per_row=4e-9)])
+    power = pifs_rec.oracle_hotness(settings, anchor)
+    assert len(power.per_setting) == 1 and power.value > 0
+    losing = {name: [8.0, 4.0, 2.0, 3.0, 1.0][i] for i, name in enumerate(cxl.ABLATION)}
+    frame_ = frame({name: [value] * 3 for name, value in losing.items()})
+    measured = pifs_rec.step_measurement(frame_, "pifs_hotness")
+    assert verdict(CLAIMS["P3c"], measured.given(hotness_can_win=1.2))[0] == "fails"
+    assert verdict(CLAIMS["P3c"], measured.given(hotness_can_win=0.5))[0] == "not testable here"

@@ -23,7 +23,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core.claims import CONSISTENCY, Assumption, Claim, Measurement, above, across, below, is_true, not_testable
+from ..core.claims import (CONSISTENCY, Assumption, Claim, Measurement, Precondition, above, across, at_least, below,
+                           is_true, not_testable)
 from ..core.progress import progress
 from ..core.timing import interleaved
 from ..recsys import cxl, traces
@@ -85,6 +86,13 @@ ASSUMPTIONS = (SWITCH_BUFFER, DEVICE_LINK, BEACON_ADDER, HOTNESS_WINDOW, HOTNESS
 #: widest hotness window (batches 0-63) come before it.
 SERVED_BATCH = 64
 
+#: P3c's power check: a pinned hot list can beat the warm LRU buffer it replaces at all. The best any profile can do
+#: is the served batch's own most read rows (an oracle no run-time profiler has); where even that serves fewer reads
+#: than LRU, our model of the step cannot show a gain, whatever the profile.
+HOTNESS_CAN_WIN = Precondition("hotness_can_win", "a hot list profiled on the served batch itself (an oracle) serves "
+                               "at least as many reads as the warm LRU buffer (oracle hits / LRU hits, the median over "
+                               "the settings)", at_least(1.0))
+
 #: PIFS-Rec's steps in the order the paper adds them (:data:`mlsysrepro.recsys.cxl.ABLATION`), each a claim of its own:
 #: (claim id, the design after the step, what the step adds).
 STEPS = (("P3a", "pifs_pooling", "pooling in the switch (against CXL memory pooled by the host, tables whole)"),
@@ -105,7 +113,8 @@ CLAIMS = (
             paper_value="lower", unit=f"latency before the step / after it ({LABELS[design]})", rule=above(1.0),
             over="every (trace, model configuration, batch)", min_share=2 / 3, timing=True,
             assumptions=(SWITCH_BUFFER, DEVICE_LINK) + ((HOTNESS_WINDOW,) if design == "pifs_hotness" else ())
-            + ((HOTNESS_SPLIT,) if design in ("pifs_hotness", "pifs") else ()))
+            + ((HOTNESS_SPLIT,) if design in ("pifs_hotness", "pifs") else ()),
+            preconditions=(HOTNESS_CAN_WIN,) if design == "pifs_hotness" else ())
       for claim_id, design, text in STEPS),
     Claim("P4", "PIFS-Rec's latency falls as CXL memory devices are added", where="Evaluation, scalability",
           paper_value="lower with more devices", unit="latency at the fewest devices of `device_grid` / at the most",
@@ -294,6 +303,24 @@ def step_measurement(frame: pd.DataFrame, design: str) -> Measurement:
         raise ValueError(f"design must be one of {list(steps)}, got {design!r}")
     before = cxl.ABLATION[cxl.ABLATION.index(design) - 1]
     return across(steps[design].to_dict(), note=f"{before} -> {design}")
+
+
+def oracle_hotness(settings, anchor: pd.DataFrame) -> Measurement:
+    """:data:`HOTNESS_CAN_WIN`: per (trace, configuration, batch), the reads served by a buffer pinned with the
+    served batch's own most read rows over those served by the warm LRU buffer (``pifs_hotness``'s placement and
+    size); the median over the settings."""
+    ratios = {}
+    for trace in settings.traces:
+        for c, config in enumerate(settings.configs):
+            for batch in settings.batches:
+                system_ = system(settings, anchor, config[2])
+                current = batch_lookups(settings, trace, config, batch, 1, SERVED_BATCH)
+                oracle = traces.top_rows(current.row, system_.buffer_bytes // (config[2] * 4) + 1)
+                lru = cxl.buffer_hits(current, system_, "lru", None,
+                                      batch_lookups(settings, trace, config, batch, 1, SERVED_BATCH - 1)).sum()
+                pinned = cxl.buffer_hits(current, system_, "global", oracle).sum()
+                ratios[f"{trace} | config {c} | batch {batch}"] = pinned / max(lru, 1)
+    return across(ratios, note="oracle hot list / warm LRU, reads served")
 
 
 def device_scaling(scaling: pd.DataFrame) -> Measurement:
