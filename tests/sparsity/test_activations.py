@@ -76,3 +76,15 @@ def test_sparse_data_gradients_equal_the_dense_one_times_the_mask(stride, paddin
     assert torch.allclose(by_channels(dy, weight, needed, stride, padding), reference, atol=1e-5)
     if stride == 1 and padding == 1:
         assert torch.allclose(by_positions(dy, weight, needed, padding), reference, atol=1e-5)
+
+
+def test_the_image_reading_layer_counts_its_input_dense_unless_asked():
+    x = torch.zeros(1, 1, 4, 4)
+    x[..., :2, :2] = 1.0  # a quarter of the image is ink
+    record = ConvRecord("c", x, (2, 1, 1, 1), (1, 1), (0, 0), reads_images=True, dy=torch.ones(1, 2, 4, 4))
+    paper, beyond = macs(record), macs(record, image_zeros=True)
+    assert ("data_gradient", "dense") not in paper  # nothing below the images needs a gradient
+    assert paper[("forward", "input_sparse")] == paper[("forward", "dense")]
+    assert paper[("weight_gradient", "input_output_sparse")] == paper[("weight_gradient", "dense")]
+    assert beyond[("forward", "input_sparse")] == paper[("forward", "dense")] / 4
+    assert beyond[("weight_gradient", "input_sparse")] == paper[("weight_gradient", "dense")] / 4

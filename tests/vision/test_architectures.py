@@ -36,3 +36,16 @@ def test_published_counts_and_bad_depths():
     with pytest.raises(ValueError, match=r"depth must be one of \[11, 13, 16, 19\], got 12"):
         build_cnn("vgg12")
     assert build_cnn("lstm") is None
+
+
+@pytest.mark.parametrize("depth, blocks", [(8, 1), (20, 3), (32, 5)])
+def test_the_cifar_resnets_have_6n_plus_2_weighted_layers(depth, blocks):
+    """He et al.'s CIFAR family: a stem, three stages of n basic blocks (two convolutions each) and the head; the
+    two projection shortcuts where the width doubles are not counted in the depth."""
+    model = build_cnn(f"cifar_resnet{depth}", width=16)
+    convolutions = [m for m in model.modules() if isinstance(m, nn.Conv2d)]
+    assert len(convolutions) - 2 + 1 == depth  # + the linear head, - the two projections
+    assert architectures.cifar_resnet_stages(depth) == ("basic", (blocks,) * 3)
+    assert max(m.out_channels for m in convolutions) == 64
+    with pytest.raises(ValueError, match="6n \\+ 2"):
+        architectures.cifar_resnet_stages(10)

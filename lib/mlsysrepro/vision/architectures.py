@@ -3,6 +3,8 @@
 - :data:`RESNET_STAGES`: ResNet-``depth`` as a block kind and the blocks per stage (He et al., 2016: basic blocks
   for 18 and 34, bottlenecks for 50, 101, 152), plus the shallow basic-block depths 10, 12 and 16 the DDL-stall
   paper's depth study adds;
+- :func:`cifar_resnet_stages`: He et al.'s CIFAR-10 ResNets (Sec. 4.2): depth ``6n + 2``, three stages of ``n``
+  basic blocks at 16, 32 and 64 channels (ResNet-8: n = 1, ResNet-20: n = 3);
 - :data:`VGG_STAGES`: VGG-``depth`` as 3x3 convolutions per stage (Simonyan & Zisserman, 2015, configurations A,
   B, D, E);
 - :func:`resnet`, :func:`vgg`, :func:`alexnet`, :func:`googlenet`: parameters of the published ImageNet models,
@@ -24,6 +26,14 @@ def resnet_stages(depth: int) -> tuple[str, tuple[int, ...]]:
     if depth not in RESNET_STAGES:
         raise ValueError(f"depth must be one of {sorted(RESNET_STAGES)}, got {depth}")
     return RESNET_STAGES[depth]
+
+
+def cifar_resnet_stages(depth: int) -> tuple[str, tuple[int, ...]]:
+    """``("basic", (n, n, n))`` of He et al.'s CIFAR ResNet-``depth``, depth = 6n + 2 (Sec. 4.2), or a ValueError."""
+    if depth < 8 or (depth - 2) % 6:
+        raise ValueError(f"a CIFAR ResNet's depth must be 6n + 2 with n >= 1 (8, 14, 20, 32, ...), got {depth}")
+    blocks = (depth - 2) // 6
+    return "basic", (blocks, blocks, blocks)
 
 
 def vgg_stages(depth: int) -> tuple[int, ...]:

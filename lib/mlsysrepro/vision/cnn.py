@@ -3,11 +3,12 @@
 - :class:`ResNet` — the ResNet depth family (10, 12, 16, 18, 34 with basic blocks; 50, 101, 152 with bottlenecks)
   at a reduced ``width`` (64 is torchvision's), with two ablations: ``batchnorm=False`` (no BatchNorm: fewer
   gradient tensors, the same layers) and ``residual=False`` (no shortcut connections: no projection convolutions,
-  so fewer layers *and* tensors);
+  so fewer layers *and* tensors); ``cifar=True`` builds He et al.'s CIFAR family instead (depth 6n + 2, three
+  stages: ResNet-8, ResNet-20, ...);
 - :class:`VGG` — VGG 11/13/16/19 with three pooling stages for 28x28 inputs and a narrow classifier;
 - :class:`LeNet` — LeCun et al.'s LeNet-5 (two 5x5 convolutions with max pooling, three linear layers), with ReLU;
-- :func:`build_cnn` — a model by name: ``resnet<depth>``, ``nobn_resnet<depth>``, ``nores_resnet<depth>``,
-  ``vgg<depth>``, ``lenet``.
+- :func:`build_cnn` — a model by name: ``resnet<depth>``, ``nobn_resnet<depth>``, ``nores_resnet<depth>``, the
+  same prefixes on ``cifar_resnet<depth>``, ``vgg<depth>``, ``lenet``.
 
 Every ReLU is an ``nn.ReLU`` module, so forward hooks see each activation (what a sparsity study records).
 """
@@ -19,7 +20,7 @@ import re
 import torch
 from torch import nn
 
-from .architectures import resnet_stages, vgg_stages
+from .architectures import cifar_resnet_stages, resnet_stages, vgg_stages
 
 NUM_CLASSES = 10
 
@@ -55,12 +56,13 @@ class Block(nn.Module):
 
 
 class ResNet(nn.Module):
-    """He et al.'s ResNet with a 3x3 stride-1 stem for 28x28 inputs: stages at 28, 14, 7 and 4 pixels."""
+    """He et al.'s ResNet with a 3x3 stride-1 stem for 28x28 inputs: stages at 28, 14, 7 and 4 pixels (the CIFAR
+    family, ``cifar=True``: three stages, at 28, 14 and 7)."""
 
     def __init__(self, depth: int, width: int = 16, batchnorm: bool = True, residual: bool = True,
-                 in_channels: int = 1):
+                 in_channels: int = 1, cifar: bool = False):
         super().__init__()
-        kind, counts = resnet_stages(depth)
+        kind, counts = cifar_resnet_stages(depth) if cifar else resnet_stages(depth)
         bottleneck = kind == "bottleneck"
         self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, 1, 1, bias=not batchnorm),
                                   _norm(width, batchnorm), nn.ReLU(inplace=True))
@@ -121,10 +123,10 @@ class LeNet(nn.Module):
 
 def build_cnn(name: str, width: int = 16) -> nn.Module:
     """A CNN by name (see the module docstring); None when ``name`` names no CNN."""
-    match = re.fullmatch(r"(nobn_|nores_)?resnet(\d+)", name)
+    match = re.fullmatch(r"(nobn_|nores_)?(cifar_)?resnet(\d+)", name)
     if match:
-        variant, depth = match.group(1), int(match.group(2))
-        return ResNet(depth, width, batchnorm=variant != "nobn_", residual=variant != "nores_")
+        variant, cifar, depth = match.group(1), match.group(2), int(match.group(3))
+        return ResNet(depth, width, batchnorm=variant != "nobn_", residual=variant != "nores_", cifar=bool(cifar))
     match = re.fullmatch(r"vgg(\d+)", name)
     if match:
         return VGG(int(match.group(1)), width)
