@@ -35,11 +35,12 @@ def test_c3_reads_the_share_per_trace():
 
 def test_gpu_claims_are_not_testable_without_gpu_numbers_and_quote_the_model(monkeypatch):
     monkeypatch.setattr(dlrm_gpu.gpu_results, "section", lambda name: None)
-    model = {"frame": pd.DataFrame([dict(trace="high", variant="pinning", speedup=1.3)])}
-    measured = dlrm_gpu.gpu_claim("C6", model)
-    assert "predicts high 1.30x" in measured.not_testable
+    models = {mapping: {"frame": pd.DataFrame([dict(trace="high", variant="pinning", speedup=speedup)])}
+              for mapping, speedup in (("modulo", 1.3), ("hashed_half", 1.1))}
+    measured = dlrm_gpu.gpu_claim("C6", models)
+    assert "predicts high 1.30x (modulo L2 map); high 1.10x (hashed_half L2 map)" in measured.not_testable
     assert verdict(CLAIMS["C6"], measured)[0] == "not testable here"
-    assert "fitted" in dlrm_gpu.gpu_claim("C2", model).not_testable
+    assert "fitted" in dlrm_gpu.gpu_claim("C2", models).not_testable
 
 
 def test_gpu_claims_read_committed_gpu_numbers(monkeypatch):
@@ -55,11 +56,12 @@ def test_gpu_claims_read_committed_gpu_numbers(monkeypatch):
     assert verdict(CLAIMS["C4"], dlrm_gpu.gpu_claim("C4", {}))[0] == "fails"  # the cap's times equal the baseline's
 
 
-def test_pins_that_fit_keep_at_most_the_evict_last_ways_of_a_set():
-    cache = dlrm_gpu.A100_40GB.l2
-    sets = cache.sets // 4
-    crowded = np.arange(20) * sets  # twenty rows of one set
-    assert dlrm_gpu._pins_that_fit(crowded, 128).size == cache.pin_ways
+def test_c9_reads_whether_registers_bind_the_baseline_kernels_occupancy():
+    limited = dlrm_gpu.register_limited({"none": {"0": 54}})
+    assert limited.value is True and "32 of 64 warps (50.0%)" in limited.note
+    assert verdict(CLAIMS["C9"], limited)[0] == "holds"
+    assert dlrm_gpu.register_limited({"none": {"0": 32}}).value is False  # 64 warps: no register limit
+    assert CLAIMS["C9"].kind == "analogue"
 
 
 def test_k3_fails_when_a_pinned_row_missed():

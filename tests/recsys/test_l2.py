@@ -4,7 +4,7 @@ reduction's exactness."""
 import numpy as np
 import pytest
 
-from mlsysrepro.recsys.l2 import Cache, row_hits, simulate
+from mlsysrepro.recsys.l2 import MAPPINGS, Cache, mapped, pins_that_fit, row_hits, simulate
 
 
 def test_lru_hits_and_evicts_the_least_recently_used_line():
@@ -73,3 +73,31 @@ def test_bad_geometry_is_refused():
         Cache(size_bytes=128 * 16, pin_share=1.0)
     with pytest.raises(ValueError, match="whole lines"):
         row_hits(np.array([0]), 10, Cache(size_bytes=128 * 16 * 4))
+
+
+@pytest.mark.parametrize("mapping", MAPPINGS)
+def test_a_mapping_renames_keys_one_to_one_and_keeps_the_sets_it_says(mapping):
+    keys = np.arange(50_000)
+    renamed, sets = mapped(keys, 1024, mapping)
+    assert np.unique(renamed).size == keys.size  # two keys collide only if equal
+    assert sets == (512 if mapping == "hashed_half" else 1024)
+    with pytest.raises(ValueError, match="mapping must be one of"):
+        mapped(keys, 1024, "xor")
+
+
+def test_hashing_spreads_rows_that_modulo_puts_in_one_set():
+    cache = Cache(size_bytes=128 * 16 * 64, ways=16)  # 64 sets, 16 row-sets of 4 lines
+    strided = np.tile(np.arange(40) * 16, 3)  # 40 rows, all in row-set 0 under modulo, each read three times
+    assert row_hits(strided, 128, cache).sum() == 0  # 40 rows thrash a 16-way set
+    assert row_hits(strided, 128, cache, mapping="hashed").sum() == 80  # spread out, every reread hits
+
+
+@pytest.mark.parametrize("mapping", MAPPINGS)
+def test_pins_that_fit_are_exactly_the_pins_that_always_hit(mapping):
+    cache = Cache(size_bytes=128 * 16 * 64, ways=16)
+    pins = np.arange(0, 4000, 7)
+    fits = pins_that_fit(pins, 128, cache, mapping)
+    hits = row_hits(fits, 128, cache, pinned_rows=pins, mapping=mapping)  # the kept pins, read before any stream
+    assert hits.all()
+    per_set = np.bincount(mapped(fits, cache.sets // 4, mapping)[0] % mapped(fits, cache.sets // 4, mapping)[1])
+    assert per_set.max() <= cache.pin_ways

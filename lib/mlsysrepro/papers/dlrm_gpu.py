@@ -22,13 +22,13 @@ import pandas as pd
 import torch
 
 from ..core import gpu_results
-from ..core.claims import (ANALOGUE, CONSISTENCY, Claim, Measurement, above, across, across_seeds, at_most, is_true,
-                           not_testable)
+from ..core.claims import (ANALOGUE, CONSISTENCY, Assumption, Claim, Measurement, above, across, across_seeds, at_most,
+                           is_true, not_testable)
 from ..core.timing import Timing, interleaved, ratios
 from ..recsys import cuda_kernels, traces
 from ..recsys.dlrm import DLRM
 from ..recsys.gpu_model import A100_40GB, Kernel, batch_lines, fit_latency_scale, stage_seconds
-from ..recsys.l2 import row_hits
+from ..recsys.l2 import MAPPINGS, pins_that_fit, row_hits
 from ..recsys.occupancy import occupancy
 from ..recsys.stage import VARIANTS, make_weights, stage_calls, time_stage
 
@@ -60,6 +60,14 @@ RANGES = {"tables": (1, None), "rows": (1, None), "dim": (1, None), "pooling": (
           "model_batch": (1, None), "model_batches": (1, None), "pinned_rows": (0, None), "distances": (0, 8),
           "register_cap": (1, 255)}
 
+#: How the A100 maps addresses to L2 sets and partitions, which NVIDIA does not publish: the L2 model's map, and
+#: the range the model's predictions are also given over (:mod:`mlsysrepro.recsys.l2`).
+L2_MAPPING = Assumption(
+    "l2_mapping", "modulo", MAPPINGS, unit="address-to-set map",
+    source="modulo: the textbook map; hashed: upper address bits offset the set index, as GPUs' L2 slice hashes do "
+           "(NVIDIA Ampere whitepaper: addresses are hashed over the L2 slices); hashed_half: hashed, with an SM's "
+           "accesses filling only its near 20 MB partition (the whitepaper's two-partition L2)")
+
 PAPER_SETTING = {"tables": 12, "rows": 500_000, "dim": 128, "pooling": 150, "batch": 2048, "batches": 12}
 
 CLAIMS = (
@@ -79,19 +87,26 @@ CLAIMS = (
           unit="embedding share of DLRM forward time", rule=above(0.5), over="every trace", min_share=2 / 3,
           timing=True,
           kind=ANALOGUE),
+    Claim("C9", "The standard embedding kernel runs at low occupancy, limited by its registers (OptMT's premise)",
+          where="Sec. on OptMT (characterisation of PyTorch's kernel)", paper_value="register-limited",
+          unit="the A100 occupancy calculator's binding limit and share, for ptxas' registers of the baseline kernel",
+          rule=is_true(), over="the baseline kernel in PyTorch 2.1's layout, compiled here for sm_80",
+          kind=ANALOGUE),
     Claim("C4", "Capping registers (OptMT, -maxrregcount 42) speeds the embedding stage up: up to +53 %",
           where="Abstract; OptMT", paper_value=1.53, unit="embedding speed-up on a GPU, capped / baseline",
-          rule=above(1.0), over="every trace, on a GPU", min_share=2 / 3, near=0.3, up_to=True, timing=True),
+          rule=above(1.0), over="every trace, on a GPU", min_share=2 / 3, near=0.3, up_to=True, timing=True,
+          assumptions=(L2_MAPPING,)),
     Claim("C5", "Register prefetching (RPF, distance 2) speeds the embedding stage up",
           where="Sec. on software prefetching", paper_value="a speed-up",
           unit="embedding speed-up on a GPU, prefetching / baseline", rule=above(1.0), over="every trace, on a GPU",
-          min_share=2 / 3, timing=True),
+          min_share=2 / 3, timing=True, assumptions=(L2_MAPPING,)),
     Claim("C6", "Pinning the 60K hot rows in L2 (L2P, evict-last) speeds the embedding stage up",
           where="Sec. on L2 pinning", paper_value="a speed-up", unit="embedding speed-up on a GPU, pinned / baseline",
-          rule=above(1.0), over="every trace, on a GPU", min_share=2 / 3, timing=True),
+          rule=above(1.0), over="every trace, on a GPU", min_share=2 / 3, timing=True, assumptions=(L2_MAPPING,)),
     Claim("C7", "All three together speed the embedding stage up by up to +103 %", where="Abstract; combined design",
           paper_value=2.03, unit="embedding speed-up on a GPU, combined / baseline", rule=above(1.0),
-          over="every trace, on a GPU", min_share=2 / 3, near=0.3, up_to=True, timing=True),
+          over="every trace, on a GPU", min_share=2 / 3, near=0.3, up_to=True, timing=True,
+          assumptions=(L2_MAPPING,)),
     Claim("C8", "End to end, DLRM inference speeds up by up to +77 %", where="Abstract; end-to-end evaluation",
           paper_value=1.77, unit="DLRM forward speed-up on a GPU, combined / baseline", rule=above(1.0),
           over="every trace, on a GPU", min_share=2 / 3, near=0.3, up_to=True, timing=True),
@@ -247,9 +262,10 @@ def slowdown_over_settings(frame: pd.DataFrame) -> Measurement:
     return across_seeds(samples, note="per-round ratios of interleaved rounds on one CPU thread")
 
 
-def l2_study(settings) -> pd.DataFrame:
+def l2_study(settings, mapping: str = L2_MAPPING.central) -> pd.DataFrame:
     """Per trace, batch and pinned-row count: the A100 L2 model's hit rate of the embedding gather (one table's
-    kernel; the other tables' kernels in between leave it cold), and the pinned rows' own hit rate."""
+    kernel; the other tables' kernels in between leave it cold), and the pinned rows' own hit rate, with addresses
+    mapped to sets by ``mapping`` (:data:`L2_MAPPING`)."""
     rows = []
     for name in traces.TRACES:
         ids = trace_ids(settings, name)
@@ -258,25 +274,14 @@ def l2_study(settings) -> pd.DataFrame:
             accesses = indices.numpy()
             for pinned in settings.pinned_rows:
                 pins = hot_rows(settings, name, ids, pinned)
-                hits = row_hits(accesses, settings.dim, A100_40GB.l2, pins if pinned else None)
-                fits = _pins_that_fit(pins, settings.dim) if pinned else np.empty(0, dtype=np.int64)
+                hits = row_hits(accesses, settings.dim, A100_40GB.l2, pins if pinned else None, mapping=mapping)
+                fits = (pins_that_fit(pins, settings.dim, A100_40GB.l2, mapping) if pinned
+                        else np.empty(0, dtype=np.int64))
                 on_pins = np.isin(accesses, fits)
                 rows.append(dict(trace=name, batch=k, pinned=pinned, hit_rate=float(hits.mean()),
                                  pinned_share=float(on_pins.mean()),
                                  pinned_hit_rate=float(hits[on_pins].mean()) if on_pins.any() else np.nan))
     return pd.DataFrame(rows)
-
-
-def _pins_that_fit(pins: np.ndarray, dim: int) -> np.ndarray:
-    """The pinned rows the L2 model keeps: at most ``pin_ways`` per (row-)set, first come first kept."""
-    cache = A100_40GB.l2
-    sets = cache.sets // (dim * 4 // cache.line_bytes)
-    pins = np.unique(pins)
-    order = np.argsort(pins % sets, kind="stable")
-    ranked = pins[order]
-    starts = np.r_[0, np.flatnonzero(np.diff(ranked % sets)) + 1]
-    rank = np.arange(ranked.size) - np.repeat(starts, np.diff(np.r_[starts, ranked.size]))
-    return ranked[rank < cache.pin_ways]
 
 
 def pinned_rows_hit(study: pd.DataFrame) -> Measurement:
@@ -286,11 +291,21 @@ def pinned_rows_hit(study: pd.DataFrame) -> Measurement:
                        note=f"lowest pinned-row hit rate {pinned.pinned_hit_rate.min():.4f} over {len(pinned)} runs")
 
 
-def occupancy_curve(register_range=range(16, 129, 2), threads: int = 256) -> pd.DataFrame:
+def occupancy_curve(register_range=range(16, 129), threads: int = 256) -> pd.DataFrame:
     """Resident warps and occupancy of a 256-thread-block kernel on the A100, per registers per thread."""
     rows = [dict(registers=r, warps=o.warps, occupancy=o.share, limit=o.limit)
             for r in register_range for o in [occupancy(r, threads, A100_40GB.sm)]]
     return pd.DataFrame(rows)
+
+
+def register_limited(registers: dict, threads: int = 256) -> Measurement:
+    """C9: whether the baseline kernel's registers (ptxas, uncapped, no prefetching) are what limits its occupancy on
+    the A100, below the SM's 64 warps, with the numbers in the note."""
+    count = registers["none"]["0"]
+    found = occupancy(count, threads, A100_40GB.sm)
+    return Measurement(found.limit == "registers" and found.share < 1,
+                       note=f"{count} registers per thread: {found.warps} of {A100_40GB.sm.max_warps} warps "
+                            f"({found.share:.1%}), the {found.limit} limit binds")
 
 
 def model_study(settings, study: pd.DataFrame) -> dict:
@@ -342,18 +357,23 @@ def model_fit_gap(model: dict) -> Measurement:
                             f"{model['latency_scale']:.2f}x under load")
 
 
-def predicted(model: dict, variant: str) -> str:
-    """The model's predicted speed-ups of ``variant`` per trace, as text for a claim's reason."""
-    frame = model["frame"]
-    rows = frame[frame.variant == variant].set_index("trace").speedup
-    return ", ".join(f"{name} {value:.2f}x" for name, value in rows.items())
+def predicted(models: dict[str, dict], variant: str) -> str:
+    """The model's predicted speed-ups of ``variant`` per trace, under every L2 map of ``models`` (``{mapping:
+    model_study(...)}``, the central one first), as text for a claim's reason."""
+    texts = []
+    for mapping, model in models.items():
+        frame = model["frame"]
+        rows = frame[frame.variant == variant].set_index("trace").speedup
+        texts.append(", ".join(f"{name} {value:.2f}x" for name, value in rows.items()) + f" ({mapping} L2 map)")
+    return "; ".join(texts)
 
 
 GPU_CLAIM_VARIANT = {"C4": "register_cap", "C5": "prefetch", "C6": "pinning", "C7": "combined"}
 
 
-def gpu_claim(claim_id: str, model: dict) -> Measurement:
-    """C2, C4-C8 from the GPU check's committed numbers; without them not testable, with the model's prediction."""
+def gpu_claim(claim_id: str, models: dict[str, dict]) -> Measurement:
+    """C2, C4-C8 from the GPU check's committed numbers; without them not testable, with the model's predictions
+    under each L2 map of ``models`` (``{mapping: model_study(...)}``)."""
     measured = gpu_results.section("dlrm_gpu")
     variant = GPU_CLAIM_VARIANT.get(claim_id)
     if measured is None:
@@ -363,7 +383,7 @@ def gpu_claim(claim_id: str, model: dict) -> Measurement:
             reason = ("no GPU measurement is committed; the model times the embedding stage only (end to end needs the "
                       "MLPs' time on the GPU)")
         else:
-            reason = f"no GPU measurement is committed; the A100 model predicts {predicted(model, variant)}"
+            reason = f"no GPU measurement is committed; the A100 model predicts {predicted(models, variant)}"
         return not_testable(reason + f" ({gpu_results.provenance('dlrm_gpu')})")
     where = gpu_results.provenance("dlrm_gpu")
     if claim_id == "C2":

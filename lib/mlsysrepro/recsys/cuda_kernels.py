@@ -1,5 +1,6 @@
-"""The embedding kernels of ``cuda/embedding_bag.cu``: their registers per thread (read from ptxas, here, for the
-A100's sm_80), and, on a machine with CUDA, the kernels built into a shared library and called on torch tensors.
+"""The embedding kernels of ``cuda/embedding_bag.cu`` (written in the layout of PyTorch 2.1's EmbeddingBag CUDA
+kernel, the paper's baseline): their registers per thread (read from ptxas, here, for the A100's sm_80), and, on a
+machine with CUDA, the kernels built into a shared library and called on torch tensors.
 
 The register cap of the paper's OptMT is a build flag (``-maxrregcount``), as in the artifact, so every cap is its
 own library. Where ``nvcc`` is missing, :func:`registers` reads ``cuda/registers.json``, the record of the last
@@ -102,11 +103,14 @@ class Kernels:
             raise ValueError("weight must be a contiguous float32 CUDA tensor")
         indices, offsets = indices.to(weight.device, torch.int64), offsets.to(weight.device, torch.int64)
         output = torch.empty(offsets.numel(), weight.shape[1], device=weight.device)
+        offset2bag = torch.empty_like(indices)  # written on every call, as PyTorch's kernel does
+        bag_size = torch.empty_like(offsets)
         status = self.library.embedding_bag_forward(
             ctypes.c_void_p(indices.data_ptr()), ctypes.c_void_p(offsets.data_ptr()),
             ctypes.c_void_p(weight.data_ptr()), ctypes.c_int64(offsets.numel()), ctypes.c_int64(indices.numel()),
-            ctypes.c_int64(weight.shape[1]), ctypes.c_int(MODES[mode]), ctypes.c_void_p(output.data_ptr()),
-            None, None, ctypes.c_int(distance), ctypes.c_int(grid), self._stream())
+            ctypes.c_int64(weight.shape[1]), ctypes.c_int64(weight.shape[0]), ctypes.c_int(MODES[mode]),
+            ctypes.c_void_p(output.data_ptr()), ctypes.c_void_p(offset2bag.data_ptr()),
+            ctypes.c_void_p(bag_size.data_ptr()), ctypes.c_int(distance), ctypes.c_int(grid), self._stream())
         if status:
             raise RuntimeError(f"embedding_bag_forward failed with CUDA error {status}")
         return output

@@ -1,7 +1,11 @@
 """A set-associative LRU cache with evict-last lines: the GPU's L2 as the embedding stage sees it.
 
-Lines of ``line_bytes`` map to ``sets = size / (line_bytes * ways)`` sets by their address modulo ``sets`` (the
-A100 hashes addresses over its L2 slices; a modulo map is the textbook stand-in). Within a set the least recently
+Lines of ``line_bytes`` map to ``sets = size / (line_bytes * ways)`` sets by their address modulo ``sets``, the
+textbook map. The A100 hashes addresses over its L2 slices, by a function NVIDIA does not publish, and splits its L2
+into two partitions, each caching the accesses of the SMs wired to it. Neither is known well enough to copy, so
+:data:`MAPPINGS` names three maps a claim is re-judged over (:func:`mapped`): ``modulo``; ``hashed`` (the upper
+address bits offset the set index, so rows equal modulo the sets no longer collide); ``hashed_half`` (hashed, in a
+cache of half the sets: an SM's accesses fill only its near partition, lines shared by both halves held twice). Within a set the least recently
 used line is evicted, except that lines loaded *evict-last* (PTX ``prefetch.global.L2::evict_last``, what the
 paper's L2-pinning kernel issues for the hot rows before each embedding kernel) are passed over while a normal line
 can be evicted instead. At most ``pin_share`` of a set's ways hold evict-last lines (the rest of the hot list is not
@@ -107,13 +111,48 @@ def simulate(keys: np.ndarray, sets: int, ways: int, pinned: np.ndarray | None =
     return hits
 
 
+#: The address-to-set maps of the module docstring.
+MAPPINGS = ("modulo", "hashed", "hashed_half")
+#: Knuth's multiplicative hash constant (2^32 / golden ratio), spreading the upper bits over the sets.
+_HASH = 2_654_435_761
+
+
+def mapped(keys: np.ndarray, sets: int, mapping: str = "modulo") -> tuple[np.ndarray, int]:
+    """``keys`` renamed so that :func:`simulate`'s modulo map places them as ``mapping`` does, and the sets to
+    simulate: ``hashed`` adds a hash of ``key // sets`` to the set index (mod ``sets``), a bijection, so two keys
+    still collide only if equal; ``hashed_half`` does so over half the sets."""
+    if mapping not in MAPPINGS:
+        raise ValueError(f"mapping must be one of {MAPPINGS}, got {mapping!r}")
+    keys = np.asarray(keys, dtype=np.int64)
+    if mapping == "modulo":
+        return keys, sets
+    sets = sets // 2 if mapping == "hashed_half" else sets
+    high, low = np.divmod(keys, sets)
+    return high * sets + (low + (high * _HASH) % sets) % sets, sets
+
+
 def row_hits(rows: np.ndarray, dim: int, cache: Cache, pinned_rows: np.ndarray | None = None,
-             dtype_bytes: int = 4) -> np.ndarray:
-    """Whether each row access of an embedding gather hits ``cache`` (all of a row's lines hit or miss together;
-    see the module's note on why simulating rows is exact)."""
+             dtype_bytes: int = 4, mapping: str = "modulo") -> np.ndarray:
+    """Whether each row access of an embedding gather hits ``cache`` under ``mapping`` (all of a row's lines hit or
+    miss together; see the module's note on why simulating rows is exact: the hashed maps place rows, not lines,
+    an approximation that keeps a row's lines together)."""
     row_bytes = dim * dtype_bytes
     if row_bytes % cache.line_bytes or cache.sets % (row_bytes // cache.line_bytes):
         raise ValueError(f"dim * dtype_bytes = {row_bytes} B must be whole lines of {cache.line_bytes} B whose count "
                          f"divides the {cache.sets} sets")
     lines = row_bytes // cache.line_bytes
-    return simulate(rows, cache.sets // lines, cache.ways, pinned_rows, cache.pin_ways)
+    keys, sets = mapped(rows, cache.sets // lines, mapping)
+    pins = None if pinned_rows is None else mapped(pinned_rows, cache.sets // lines, mapping)[0]
+    return simulate(keys, sets, cache.ways, pins, cache.pin_ways)
+
+
+def pins_that_fit(pins: np.ndarray, dim: int, cache: Cache, mapping: str = "modulo", dtype_bytes: int = 4
+                  ) -> np.ndarray:
+    """The pinned rows :func:`row_hits` keeps: at most ``pin_ways`` per (row-)set under ``mapping``, first come
+    first kept (as :func:`simulate` loads them)."""
+    lines = dim * dtype_bytes // cache.line_bytes
+    pins = np.unique(np.asarray(pins, dtype=np.int64))
+    keys, sets = mapped(pins, cache.sets // lines, mapping)
+    by_key = np.argsort(keys)  # simulate loads the unique keys in ascending order
+    order, rank = _rank_within(keys[by_key] % sets)
+    return pins[by_key][order][rank < cache.pin_ways]
