@@ -9,7 +9,8 @@ from mlsysrepro.kvcache import schedules
 from mlsysrepro.kvcache.cache import BudgetedCache
 from mlsysrepro.kvcache.policies import TemporalThreshold
 from mlsysrepro.kvcache.pruners import AsymVLM, Oracle, RelevanceScorer, Teacher, spread_order
-from mlsysrepro.kvcache.pruning import AdaptiveBudget, PruningPlan, pruned_prefill, text_to_vision_relevance
+from mlsysrepro.kvcache.pruning import (AdaptiveBudget, PruningPlan, answer_saliency, pruned_prefill,
+                                       text_to_vision_relevance)
 from mlsysrepro.kvcache.scoring import Observation, make_scorer
 from mlsysrepro.transformer.flops import prefill_flops
 from mlsysrepro.transformer.llama import LlamaConfig
@@ -85,6 +86,16 @@ def test_the_oracle_keeps_the_relevant_patches(model, inputs):
     score = plan.pruner.accumulate(torch.zeros(5, 1, N), Observation(paid=torch.rand(5, 1, N)))
     keep = plan.pruner.select(score[:, 0], torch.arange(N).expand(5, -1), 3)
     assert keep.tolist() == [[3, 9, 12]] * 5
+
+
+def test_answer_saliency_is_a_distribution_that_follows_the_answers_dependence(model, inputs):
+    pixels, question = inputs
+    answer = torch.zeros(len(pixels), dtype=torch.long)
+    saliency = answer_saliency(model, pixels, question, answer)
+    assert saliency.shape == (len(pixels), N) and torch.allclose(saliency.sum(-1), torch.ones(len(pixels)))
+    assert not any(p.grad is not None for p in model.parameters())  # the model is only read
+    other = answer_saliency(model, pixels, question, torch.ones(len(pixels), dtype=torch.long))
+    assert not torch.allclose(saliency, other)  # another answer depends on the tokens differently
 
 
 def test_the_teacher_keeps_its_most_relevant_tokens_and_refuses_a_missing_relevance(model, inputs):
@@ -214,13 +225,14 @@ def test_text_eviction_keeps_everything_under_its_budget(model, inputs):
     assert (cache.held() == N).all()
 
 
-def test_the_temporal_threshold_evicts_cold_tokens_oldest_first_and_hot_ones_last():
-    policy = TemporalThreshold(threshold=1.0)
-    score = torch.tensor([[[0.1, 0.5, 0.1, 0.1, 0.2]]])
+def test_the_temporal_threshold_evicts_the_faded_tokens_first_whatever_their_age():
+    policy = TemporalThreshold(decay=0.5)
+    score = torch.tensor([[[0.4, 0.05, 0.1, 0.3, 0.2]]])  # the oldest token is still read: it stays longest
     positions = torch.arange(5)[None, None]
-    priority = policy.priority(score, positions)[0, 0]
-    # mean 0.2: tokens 1 and 4 are hot (kept last, the hotter first); the cold ones go oldest first: 0, then 2, 3
-    assert priority.argsort().tolist() == [0, 2, 3, 4, 1]
+    assert policy.priority(score, positions)[0, 0].argsort().tolist() == [1, 2, 4, 3, 0]
+    faded = policy.accumulate(score.clone(), type("Seen", (), {"queries": 2, "paid": torch.tensor(
+        [[[0.0, 0.0, 0.0, 0.0, 0.5]]])})())
+    assert faded[0, 0].tolist() == pytest.approx([0.1, 0.0125, 0.025, 0.075, 0.55])  # decay^2, then what it was paid
 
 
 def test_a_saving_out_of_reach_where_a_method_prunes_is_refused():

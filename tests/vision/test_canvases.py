@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from mlsysrepro.vision.canvases import (CHARTS, FAMILIES, TOKEN, VOCAB, Batch, answers_from_pixels, bar_charts,
-                                        glyph_banks, make_batch, patch_glyphs, read_bars, read_grid)
+                                        MAX_COUNT, cell_glyphs, glyph_banks, make_batch, read_bars, read_grid)
 
 
 @pytest.fixture(scope="module")
@@ -50,8 +50,31 @@ def test_questions_are_padded_to_the_width_and_the_answer_cells_are_marked(banks
     batch = make_batch(banks[0], ["cell", "count", "bar_height"], 4, 0.3, g, width=10)
     assert batch.question.shape == (3, 10) and (batch.question[:, 0] == TOKEN["<pad>"]).all()
     assert batch.cells[0].sum() == 1 and batch.cells[2].sum() == 4  # one cell; one bar's column
-    glyphs = patch_glyphs(batch, 4)
-    assert glyphs.shape == (3, 64) and (glyphs[2] == -100).all() and glyphs[0].max() <= 10
+    glyphs = cell_glyphs(batch)
+    assert glyphs.shape == (3, 16) and (glyphs[2] == -100).all() and glyphs[0].max() <= 10
+
+
+def test_a_question_ends_with_the_word_that_names_what_it_asks(banks):
+    g = torch.Generator().manual_seed(4)
+    batch = make_batch(banks[0], ["cell"] * 16 + ["bar_height"] * 16 + ["row_has"] * 16, 6, 0.3, g)
+    last = [VOCAB[t] for t in batch.question[:, -1].tolist()]
+    for words, cells, family in zip(last, batch.cells, batch.family):
+        if family == "cell":  # the answer is read at the cell's own word: "digit at row r col c cellrc"
+            r, c = (int(i) for i in cells.nonzero()[0])
+            assert words == f"cell{r}{c}"
+        else:
+            assert words.startswith("col" if family == "bar_height" else "row")
+    assert TOKEN["?"] not in batch.question
+
+
+def test_count_answers_are_uniform_so_only_the_image_tells_them(banks):
+    g = torch.Generator().manual_seed(5)
+    batch = make_batch(banks[1], ["count"] * 2000, 6, 0.3, g)
+    counts = torch.tensor([int(VOCAB[a]) for a in batch.answer.tolist()])
+    shares = torch.bincount(counts, minlength=MAX_COUNT + 1)[1:] / len(counts)
+    assert counts.min() >= 1 and counts.max() <= MAX_COUNT
+    assert shares.max() - shares.min() < 0.05  # about a fifth each, where the unbalanced prior put most on 1
+    assert answers_from_pixels(batch, banks[1])  # the redrawn cells are real glyphs the decoder reads
 
 
 def test_bad_input_is_refused_by_name(banks):

@@ -97,26 +97,26 @@ class SnapKV(TokenScorer):
 @register_scorer
 @dataclass(frozen=True)
 class TemporalThreshold(TokenScorer):
-    """AsymVLM's text-token eviction (our documented reading of "temporal threshold-based eviction, only when the
-    text exceeds a fixed budget"). The first ``vision`` positions (the image, pruned before prefill) and ``sinks``
+    """AsymVLM's text-token eviction (our reading of "temporal threshold-based eviction, applied only when the text
+    tokens exceed a fixed budget"). The first ``vision`` positions (the image, pruned before prefill) and ``sinks``
     text tokens after them are never evicted, nor the ``recent`` newest tokens; so the cache's budget minus those
     is the text budget, and nothing is evicted until the text exceeds it. Each token's score is an exponential
     moving average of the attention it receives, ``s <- decay * s + (1 - decay) * a`` per query (at prefill the
-    queries in order). A token is *hot* while its average is at least ``threshold`` times the mean over the held
-    tokens; over budget, the cold tokens go first, oldest first, and hot ones only when no cold one is left."""
+    queries in order): its *temporal* relevance, which fades unless the token keeps being read. Over budget, the
+    token whose average has fallen lowest goes first, whatever its age. (A threshold on the average, "cold below
+    it", orders the evictions exactly as the average does, so none is carried: the budget is the trigger.)"""
 
     vision: int = 0
     sinks: int = 1
     recent: int = 4
     decay: float = 0.9
-    threshold: float = 1.0
     name = "temporal_threshold"
 
     def __post_init__(self):
         if not 0 <= self.decay < 1:
             raise ValueError(f"decay must be in [0, 1), got {self.decay}")
-        if self.vision < 0 or self.sinks < 0 or self.recent < 0 or self.threshold < 0:
-            raise ValueError("vision, sinks, recent and threshold must be >= 0")
+        if self.vision < 0 or self.sinks < 0 or self.recent < 0:
+            raise ValueError("vision, sinks and recent must be >= 0")
 
     def protected(self, budgets):
         return split_protected(budgets, torch.full_like(budgets, self.vision + self.sinks),
@@ -130,11 +130,7 @@ class TemporalThreshold(TokenScorer):
         return score.mul_(self.decay ** seen.queries).add_(seen.paid)
 
     def priority(self, score, positions):
-        held = positions >= 0
-        mean = (score * held).sum(-1, keepdim=True) / held.sum(-1, keepdim=True).clamp(min=1)
-        hot = score >= self.threshold * mean
-        oldest_first = positions.to(score.dtype) / (positions.max() + 1).to(score.dtype)  # in [0, 1)
-        return torch.where(hot, 1 + score / mean.clamp(min=1e-12), oldest_first)
+        return score
 
 
 POLICIES = {name: SCORERS[name] for name in ("streamingllm", "h2o", "snapkv", "temporal_threshold")}

@@ -15,12 +15,13 @@ keeps (the published methods on our 4-layer decoder; "-like" marks a simplificat
 - ``fitprune`` (Ye et al., AAAI 2025), FitPrune-like: the text's attention, with per-layer keep counts fitted
   offline on calibration data (:func:`.schedules.fit_counts`) instead of FitPrune's attention-divergence search.
 - ``asymvlm`` (Feng, Gulhan, Kandemir 2026): a learned scorer before prefill (:class:`RelevanceScorer`, trained
-  against the unpruned model's text-to-vision attention), with a per-sample adaptive budget
-  (:class:`.pruning.AdaptiveBudget`); the scorer's architecture is our documented choice (the paper does not
-  publish it).
+  on how much the unpruned model's answer depends on each token, :func:`.pruning.answer_saliency`), with a
+  per-sample adaptive budget (:class:`.pruning.AdaptiveBudget`); the scorer's architecture and target are our
+  documented choices (the paper does not publish them).
 - ``oracle``: the patches of the cells that hold the answer first (the upper bound a scorer could reach).
-- ``teacher``: the unpruned model's own text-to-vision attention, which AsymVLM's scorer learns to predict (what
-  the scorer would keep if it fitted its target exactly).
+- ``teacher``: a relevance computed outside the prefill from the unpruned model (its answer saliency, which
+  AsymVLM's scorer learns to predict, or its text-to-vision attention): what a scorer fitting that target exactly
+  would keep.
 """
 
 from __future__ import annotations
@@ -192,11 +193,18 @@ class Oracle(GivenRelevance):
 @register_scorer
 @dataclass(frozen=True)
 class Teacher(GivenRelevance):
-    """``relevance``: the unpruned model's text-to-vision attention (:func:`.pruning.text_to_vision_relevance`), the
-    target AsymVLM's scorer is trained on. Pruning by it shows what the scorer would keep if it fitted its teacher
-    exactly; computing it takes a whole unpruned prefill, so it is a diagnostic, never a method."""
+    """``relevance``: a target computed from the unpruned model, named by ``signal``: ``saliency``
+    (:func:`.pruning.answer_saliency`, what AsymVLM's scorer is trained on) or ``attention``
+    (:func:`.pruning.text_to_vision_relevance`, what a scorer distilled from attention would learn). Pruning by it
+    shows what a scorer would keep if it fitted that target exactly; computing it takes a whole unpruned prefill,
+    so it is a diagnostic, never a method."""
 
+    signal: str = "saliency"
     name: ClassVar[str] = "teacher"
+
+    def __post_init__(self):
+        if self.signal not in ("saliency", "attention"):
+            raise ValueError(f"signal must be 'saliency' or 'attention', got {self.signal!r}")
 
     def accumulate(self, score, seen):
         return self.given(score)
@@ -254,14 +262,14 @@ class AsymVLM(VisionPruner):
 
 def train_scorer(network: RelevanceScorer, sample, teacher, steps: int, lr: float, generator: torch.Generator
                  ) -> list[float]:
-    """Fit ``network`` to the teacher's relevance: ``sample(generator)`` gives (vision states, question embeddings,
-    pixels, question) of a batch and ``teacher(pixels, question)`` the (B, N) target distribution (the unpruned
-    model's text-to-vision attention); the loss is KL(target || softmax(logits)). Adam, ``steps`` steps."""
+    """Fit ``network`` to a teacher's relevance: ``sample(generator)`` gives (vision states, question embeddings,
+    batch) and ``teacher(batch)`` the (B, N) target distribution (AsymVLM's: the unpruned model's answer saliency;
+    the upper reference's: the answer cells); the loss is KL(target || softmax(logits)). Adam, ``steps`` steps."""
     opt = torch.optim.Adam(network.parameters(), lr=lr)
     losses = []
     for _ in range(steps):
-        vision, question, pixels, tokens = sample(generator)
-        target = teacher(pixels, tokens)
+        vision, question, batch = sample(generator)
+        target = teacher(batch)
         loss = F.kl_div(network(vision, question).log_softmax(-1), target, reduction="batchmean")
         opt.zero_grad(set_to_none=True)
         loss.backward()

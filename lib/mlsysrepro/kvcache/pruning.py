@@ -235,8 +235,27 @@ class _AttentionRecorder:
 @torch.no_grad()
 def text_to_vision_relevance(model: TinyVLM, pixels: torch.Tensor, question: torch.Tensor) -> torch.Tensor:
     """(B, N): the share of the attention the question's tokens pay each vision token in the unpruned model,
-    summed over its layers and normalised over the vision tokens: the teacher of AsymVLM's learned scorer."""
+    summed over its layers and normalised over the vision tokens: what a scorer distilled from attention would
+    learn (a learned FastV / SparseVLM), kept as a reference beside AsymVLM's teacher (:func:`answer_saliency`)."""
     vision, _ = model.encode(pixels)
     recorder = _AttentionRecorder(vision.shape[1])
     model.decoder.forward_embeddings(torch.cat((vision, model.embed_question(question)), 1), cache=recorder)
     return recorder.total / recorder.total.sum(-1, keepdim=True)
+
+
+def answer_saliency(model: TinyVLM, pixels: torch.Tensor, question: torch.Tensor, answer: torch.Tensor
+                    ) -> torch.Tensor:
+    """(B, N): how much the unpruned model's answer depends on each vision token, normalised over the tokens: the
+    gradient of the answer's log-probability with respect to the token's state, times the state, summed over the
+    width, in absolute value (gradient x input; Shrikumar et al. 2016). The teacher of AsymVLM's learned scorer
+    (our reading of a scorer learned for the answer: see :mod:`mlsysrepro.papers.asymvlm`)."""
+    with torch.no_grad():
+        vision, _ = model.encode(pixels)
+        text = model.embed_question(question)
+    vision = vision.detach().requires_grad_(True)
+    with torch.enable_grad():
+        logits = model.decoder.forward_embeddings(torch.cat((vision, text), 1))[:, -1]
+        chosen = logits.log_softmax(-1).gather(1, answer[:, None]).sum()
+        (gradient,) = torch.autograd.grad(chosen, vision)
+    saliency = (gradient * vision).sum(-1).abs().detach()
+    return saliency / saliency.sum(-1, keepdim=True).clamp(min=1e-12)

@@ -3,8 +3,17 @@ canvases of real handwritten digits and bar charts, vision-token pruners compare
 eviction on text-dominated prompts, ablations and measured prefill latency.
 
 1. :func:`prepare` trains the VLM end to end on answer tokens (cached by :data:`MODEL_KNOBS`), draws the fixed test
-   and calibration questions (test canvases use held-out glyphs) and trains AsymVLM's scorer against the model's
-   own text-to-vision attention (cached by :data:`SCORER_KNOBS`): a :class:`Lab`.
+   and calibration questions (test canvases use held-out glyphs) and trains two scorers of one architecture
+   (cached by :data:`SCORER_KNOBS`): AsymVLM's, on how much the unpruned model's answer depends on each vision
+   token (:func:`mlsysrepro.kvcache.pruning.answer_saliency`), and an upper reference on the answer cells
+   themselves: a :class:`Lab`.
+
+   **What AsymVLM's scorer learns from is our reading.** The paper's method section is not in our notes (only the
+   abstract): it says the scorer is *learned* and that the gain is on query-specific, spatially localised content.
+   A scorer fitted to the model's attention would be a learned FastV or SparseVLM, methods the paper lists as
+   baselines, and on our canvases it puts barely more weight on the answer than a uniform score does; so the
+   target here is the answer's dependence on each token (gradient x input of the answer's log-probability),
+   which the unpruned model gives for any question without labelling where answers lie.
 2. :func:`plans` gives every method its :class:`mlsysrepro.kvcache.pruning.PruningPlan` at a target FLOPs saving;
    :func:`frontier` evaluates them all at every target of ``savings``, item by item.
 3. :func:`text_eviction` decodes text-dominated prompts through a budgeted cache under each eviction policy;
@@ -29,7 +38,8 @@ from ..kvcache import schedules
 from ..kvcache.cache import BudgetedCache, FullCache
 from ..kvcache.policies import make_policy
 from ..kvcache.pruners import AsymVLM, Oracle, RelevanceScorer, Teacher, train_scorer
-from ..kvcache.pruning import PruningPlan, pruned_prefill, text_attention, text_to_vision_relevance
+from ..kvcache.pruning import (PruningPlan, answer_saliency, pruned_prefill, text_attention,
+                               text_to_vision_relevance)
 from ..kvcache.scoring import make_scorer
 from ..transformer.flops import saving
 from ..transformer.vlm import TinyVLM, VLMConfig
@@ -38,16 +48,17 @@ from ..vision.canvases import CELL, FAMILIES, Batch, GlyphBank, answers_from_pix
 
 #: The knobs the trained VLM depends on (its cache key).
 MODEL_KNOBS = ("grid", "blank", "patch", "vit_dim", "vit_layers", "dim", "layers", "heads", "kv_heads", "ffn",
-               "train_families", "history", "width", "questions", "batch", "steps", "lr")
+               "train_families", "history", "width", "questions", "batch", "steps", "lr", "token_dropout")
 #: ... and AsymVLM's learned scorer.
-SCORER_KNOBS = MODEL_KNOBS + ("scorer_hidden", "scorer_steps", "scorer_lr")
+SCORER_KNOBS = MODEL_KNOBS + ("test_families", "scorer_hidden", "scorer_steps", "scorer_lr")
 
-_COMMON = dict(grid=2, blank=0.3, patch=2, vit_dim=64, vit_layers=2, heads=4, kv_heads=2, width=10, questions=4,
+_COMMON = dict(grid=6, blank=0.3, patch=8, vit_dim=64, vit_layers=2, heads=4, kv_heads=2, width=10, questions=4,
+               token_dropout=0.0,
                train_families=["cell", "row_has", "bar_height", "count", "largest", "tallest", "recall"],
                test_families=["cell", "row_has", "bar_height", "count", "largest", "tallest"],
                scorer_hidden=32, scorer_lr=3e-3, operating_point=0.54, adaptive_range=[0.5, 2.0], fastv_layer=1,
                sparsevlm_layer=1, pyramid_layers=[1, 2, 3], fitprune_layers=[1, 2, 3], tolerance=0.02,
-               text_sinks=1, text_recent=4, text_decay=0.9, text_threshold=1.0, resamples=500)
+               text_sinks=1, text_recent=4, text_decay=0.9, resamples=500)
 
 PRESETS = {
     "smoke": dict(_COMMON, dim=32, layers=4, ffn=88, history=[0, 8], batch=16, steps=40, lr=3e-3, test_n=16,
@@ -69,14 +80,16 @@ RANGES = {
     "scorer_lr": (0, None), "savings": (0.01, 0.95), "operating_point": (0.01, 0.95), "adaptive_range": (0.01, 10),
     "fastv_layer": (1, None), "sparsevlm_layer": (1, None), "pyramid_layers": (1, None),
     "fitprune_layers": (1, None), "tolerance": (0, 1), "text_sinks": (0, None), "text_recent": (0, None),
-    "text_decay": (0, 0.999), "text_threshold": (0, None), "resamples": (10, None), "text_history": (1, None),
+    "text_decay": (0, 0.999), "resamples": (10, None), "text_history": (1, None), "token_dropout": (0, 0.95),
     "text_budgets": (1, None), "text_n": (1, None), "speed_batch": (1, None), "speed_repeats": (1, None),
 }
 
 #: The published vision pruners AsymVLM is compared with ("the best baseline" is the best of them), then the floors.
 BASELINES = ("fastv", "pyramiddrop", "sparsevlm", "visionzip", "fitprune")
 FLOORS = ("random", "pooling")
-METHODS = BASELINES + FLOORS + ("asymvlm", "oracle")
+#: Upper references: the same scorer trained on the answer cells themselves, and the answer cells (the oracle).
+REFERENCES = ("supervised", "oracle")
+METHODS = BASELINES + FLOORS + ("asymvlm",) + REFERENCES
 TEXT_POLICIES = ("streamingllm", "h2o", "temporal_threshold")
 GROUPS = {"localised": "localised (query-specific)", "holistic": "holistic"}
 
@@ -85,21 +98,24 @@ CLAIMS = (
           paper_value="the most of the compared methods (up to 54 % saved: AsymVLM's own saving, not a margin)",
           unit="AsymVLM's FLOPs saving at matched accuracy (within `tolerance` of the unpruned model) minus the best "
           "baseline's, per question family (median; 95 % bootstrap over items)",
-          rule=at_least(0.0), over="the families of `test_families`, the five published baselines; the best "
+          rule=at_least(0.0), over="the families of `test_families` the unpruned model answers above their prior "
+          "(`above_prior`), the five published baselines; the best "
           "baseline must fail the same rule", min_share=2 / 3),
     Claim("C2", "On localised, query-specific questions (document and chart understanding) AsymVLM is 2-3 points "
           "more accurate than the best baseline", where="Abstract", paper_value=0.02,
           unit="accuracy gap to the best baseline at `operating_point` FLOPs saved (points / 100), per localised "
           "family (median; 95 % bootstrap over items)", rule=at_least(0.02),
-          over="the localised families of `test_families`; the best baseline must fail the same rule",
+          over="the localised families of `test_families` the unpruned model answers above their prior "
+          "(`above_prior`); the best baseline must fail the same rule",
           min_share=2 / 3, near=0.5,
           preconditions=(Precondition("headroom", "keeping the right tokens can gain the claim's 2 points: the oracle "
-                                      "(the answer's patches) beats the best baseline by at least 0.02 at "
+                                      "(the answer's tokens) beats the best baseline by at least 0.02 at "
                                       "`operating_point` on the localised families", at_least(0.02)),)),
     Claim("C3", "On holistic questions AsymVLM is competitive with the baselines", where="Abstract",
           paper_value=0.0, unit="|accuracy gap| to the best baseline at `operating_point` (points / 100), per "
           "holistic family (median; 95 % bootstrap over items)", rule=at_most(0.02),
-          over="the holistic families of `test_families`; control: random pruning against the unpruned model, "
+          over="the holistic families of `test_families` the unpruned model answers above their prior "
+          "(`above_prior`); control: random pruning against the unpruned model, "
           "which must fail the rule (pruning matters)", min_share=2 / 3, parity=True),
     Claim("C4", "On text-dominated prompts AsymVLM's text eviction beats H2O and StreamingLLM at the same budget",
           where="Abstract", paper_value="substantially outperforms", unit="accuracy gap to the better of H2O "
@@ -109,6 +125,14 @@ CLAIMS = (
           preconditions=(Precondition("headroom", "eviction can lose the claim's 2 points: the full cache beats the "
                                       "better of H2O and StreamingLLM by at least 0.02 (median over the budgets)",
                                       at_least(0.02)),)),
+    Claim("C5", "AsymVLM saves up to 54 % of the prefill FLOPs while keeping accuracy", where="Abstract",
+          paper_value=0.54, unit="AsymVLM's FLOPs saving at matched accuracy (within `tolerance` of the unpruned "
+          "model), on its best family (95 % bootstrap over items)", rule=at_least(0.54),
+          over="the families of `test_families` the unpruned model answers above their prior (`above_prior`), "
+          "the best one (the paper's \"up to\")", up_to=True, near=0.3,
+          preconditions=(Precondition("reach", "some pruner can keep accuracy at the paper's saving: the oracle's "
+                                      "matched saving on its best family is at least 0.54 (below it, our model "
+                                      "or our grid of `savings` cannot show 54 %)", at_least(0.54)),)),
     Claim("K1", "Every answer is correct by construction", where="this reproduction (the data)", paper_value=True,
           unit="every test answer equals the one an independent decoder reads from the pixels",
           rule=is_true(), over="every test batch", kind=CONSISTENCY),
@@ -129,7 +153,8 @@ class Lab:
     """The trained VLM, AsymVLM's trained scorer and the fixed questions of one notebook run."""
 
     model: TinyVLM
-    scorer: RelevanceScorer
+    scorer: RelevanceScorer  # AsymVLM's, trained on the answer saliency
+    supervised: RelevanceScorer  # the upper reference, trained on the answer cells
     losses: list[float]
     scorer_losses: list[float]
     train_seconds: float
@@ -154,7 +179,7 @@ def prepare(settings) -> Lab:
     def train_model():
         return train_on_canvases(cfg, banks[0], list(settings.train_families), settings.grid, settings.blank,
                                  tuple(settings.history), settings.width, settings.questions, settings.batch,
-                                 settings.steps, settings.lr, settings.seed)
+                                 settings.steps, settings.lr, settings.seed, settings.token_dropout)
 
     # keyed by the training module's code (and what it imports), not this one's: editing an experiment below keeps
     # the trained model
@@ -166,32 +191,39 @@ def prepare(settings) -> Lab:
         parameter.requires_grad_(False)
 
     def train_relevance():
-        torch.manual_seed(settings.seed + 1)
-        network = RelevanceScorer(cfg.decoder.dim, settings.scorer_hidden)
+        def fit(teacher, seed):
+            torch.manual_seed(seed)
+            network = RelevanceScorer(cfg.decoder.dim, settings.scorer_hidden)
 
-        def sample(generator):
-            drawn = [settings.test_families[i] for i in torch.randint(len(settings.test_families), (settings.batch,),
-                                                                       generator=generator)]
-            b = make_batch(banks[0], drawn, settings.grid, settings.blank, generator, width=settings.width)
-            with torch.no_grad():
-                vision, _ = model.encode(b.pixels)
-                question = model.embed_question(b.question)
-            return vision, question, b.pixels, b.question
+            def sample(generator):
+                drawn = [settings.test_families[i] for i in torch.randint(
+                    len(settings.test_families), (settings.batch,), generator=generator)]
+                b = make_batch(banks[0], drawn, settings.grid, settings.blank, generator, width=settings.width)
+                with torch.no_grad():
+                    vision, _ = model.encode(b.pixels)
+                    question = model.embed_question(b.question)
+                return vision, question, b
 
-        losses = train_scorer(network, sample, lambda p, q: text_to_vision_relevance(model, p, q),
-                              settings.scorer_steps, settings.scorer_lr, torch.Generator().manual_seed(settings.seed + 1))
-        return {"state": network.state_dict(), "losses": losses}
+            losses = train_scorer(network, sample, teacher, settings.scorer_steps, settings.scorer_lr,
+                                  torch.Generator().manual_seed(seed))
+            return {"state": network.state_dict(), "losses": losses}
+
+        return {"asymvlm": fit(lambda b: answer_saliency(model, b.pixels, b.question, b.answer), settings.seed + 1),
+                "supervised": fit(lambda b: answer_target(b, cfg), settings.seed + 4)}
 
     learned = cached("scorer", settings, train_relevance, knobs=SCORER_KNOBS)
-    scorer = RelevanceScorer(cfg.decoder.dim, settings.scorer_hidden)
-    scorer.load_state_dict(learned["state"])
-    scorer.eval()
+    scorers = {}
+    for name, fitted in learned.items():
+        scorers[name] = RelevanceScorer(cfg.decoder.dim, settings.scorer_hidden)
+        scorers[name].load_state_dict(fitted["state"])
+        scorers[name].eval()
     g = torch.Generator().manual_seed(settings.seed + 2)
     test = {f: make_batch(banks[1], [f] * settings.test_n, settings.grid, settings.blank, g, width=settings.width)
             for f in settings.test_families}
     calib_families = [settings.test_families[i % len(settings.test_families)] for i in range(settings.calib_n)]
     calib = make_batch(banks[0], calib_families, settings.grid, settings.blank, g, width=settings.width)
-    return Lab(model, scorer, trained["losses"], learned["losses"], trained["seconds"], banks, test, calib)
+    return Lab(model, scorers["asymvlm"], scorers["supervised"], trained["losses"], learned["asymvlm"]["losses"],
+               trained["seconds"], banks, test, calib)
 
 
 def answers_checked(lab: Lab) -> bool:
@@ -206,6 +238,13 @@ def answer_relevance(batch: Batch, cfg: VLMConfig) -> torch.Tensor:
     per_cell = CELL // cfg.patch
     cells = batch.cells.repeat_interleave(per_cell, 1).repeat_interleave(per_cell, 2)
     return cells.flatten(1).float()
+
+
+def answer_target(batch: Batch, cfg: VLMConfig) -> torch.Tensor:
+    """(B, N) the supervised scorer's target: the answer cells' tokens, as a distribution; a question whose answer
+    lies in no cell (a row of blanks) gets a zero row, which teaches nothing under the scorer's KL loss."""
+    cells = answer_relevance(batch, cfg)
+    return cells / cells.sum(-1, keepdim=True).clamp(min=1)
 
 
 def retained_profile(lab: Lab, layers: tuple[int, ...]) -> torch.Tensor:
@@ -247,6 +286,8 @@ def plans(lab: Lab, settings, target: float) -> dict[str, PruningPlan]:
             retained_profile(lab, tuple(settings.fitprune_layers))).items()))),
         "asymvlm": lambda: asymvlm_plan(lab, asym, schedules.single_stage(cfg, 0, target, n, text,
                                                                           extra=asym.flops(n, text)), settings),
+        "supervised": lambda: PruningPlan(AsymVLM(network=lab.supervised), ((0, schedules.single_stage(
+            cfg, 0, target, n, text, extra=asym.flops(n, text)),),)),
         "oracle": lambda: PruningPlan(Oracle(), ((0, before()),)),
     }
 
@@ -292,20 +333,33 @@ def evaluate(lab: Lab, plan: PruningPlan | None, batch: Batch) -> pd.DataFrame:
         if isinstance(plan.pruner, Oracle):
             plan = replace(plan, pruner=Oracle(relevance=relevant))
         elif isinstance(plan.pruner, Teacher):
-            plan = replace(plan, pruner=Teacher(relevance=text_to_vision_relevance(model, batch.pixels,
-                                                                                   batch.question)))
+            relevance = (answer_saliency(model, batch.pixels, batch.question, batch.answer)
+                         if plan.pruner.signal == "saliency" else
+                         text_to_vision_relevance(model, batch.pixels, batch.question))
+            plan = replace(plan, pruner=replace(plan.pruner, relevance=relevance))
         out = pruned_prefill(model, batch.pixels, batch.question, plan)
         extra = plan.pruner.flops(n, text)
         logits, kept, positions = out.logits, out.kept, out.positions
         saved = saving(cfg.decoder, out.lengths, torch.full((len(logits),), n + text), extra).float()
     on_answer = relevant.gather(1, positions.clamp(min=0)).masked_fill(positions < 0, 0).sum(1)
     return pd.DataFrame({"correct": (logits.argmax(-1) == batch.answer).numpy(), "saving": saved.numpy(),
-                         "kept": kept.numpy(), "answer_kept": (on_answer / relevant.sum(1).clamp(min=1)).numpy()})
+                         "kept": kept.numpy(), "answer_kept": (on_answer / relevant.sum(1).clamp(min=1)).numpy(),
+                         "cells_covered": cells_covered(batch, cfg, positions).numpy()})
+
+
+def cells_covered(batch: Batch, cfg: VLMConfig, positions: torch.Tensor) -> torch.Tensor:
+    """(B,) whether every cell holding the answer keeps at least one of its tokens (``positions`` (B, k): the kept
+    tokens' positions, -1 for none)."""
+    cells = cfg.side // cfg.cell_side
+    row, col = positions.clamp(min=0) // cfg.side // cfg.cell_side, positions.clamp(min=0) % cfg.side // cfg.cell_side
+    cell = (row * cells + col).masked_fill(positions < 0, cells * cells)  # a slot past the cells for "none"
+    kept = torch.zeros(len(positions), cells * cells + 1).scatter_(1, cell, 1.0)[:, :-1].bool()
+    return (batch.cells.flatten(1) <= kept).all(1)
 
 
 def frontier(lab: Lab, settings) -> pd.DataFrame:
     """Every method at every target of ``savings`` it reaches (and the unpruned model) on every test family, one
-    row per item: method, target, family, item, correct, saving, kept, answer_kept."""
+    row per item: method, target, family, item, correct, saving, kept, answer_kept, cells_covered."""
     def compute():
         frames = []
         for family, batch in lab.test.items():
@@ -315,7 +369,8 @@ def frontier(lab: Lab, settings) -> pd.DataFrame:
                 for family, batch in lab.test.items():
                     frames.append(evaluate(lab, plan, batch).assign(method=method, target=target, family=family))
         frame = pd.concat(frames).rename_axis("item").reset_index()
-        return frame[["method", "target", "family", "item", "correct", "saving", "kept", "answer_kept"]]
+        return frame[["method", "target", "family", "item", "correct", "saving", "kept", "answer_kept",
+                      "cells_covered"]]
 
     return cached("frontier", settings, compute, knobs=SCORER_KNOBS + FRONTIER_KNOBS)
 
@@ -378,14 +433,43 @@ def _family_savings(correct, draws, targets, methods, tolerance) -> dict[str, np
     return out
 
 
-def matched_saving_margin(front: pd.DataFrame, settings, method: str = "asymvlm",
+def above_prior(lab: Lab, front: pd.DataFrame, settings) -> pd.DataFrame:
+    """Per test family: the unpruned model's ``accuracy``, the share of the family's most common answer (``prior``:
+    what a model that ignores the image scores) and ``learned``, whether the first beats the second by at least
+    ``tolerance``. On a family answered at its prior every pruner scores the same, whatever it keeps, so no pruner's
+    effect can show there: the frontier claims are judged over the learned families (:func:`judged`)."""
+    rows = []
+    for family, batch in lab.test.items():
+        accuracy = float(front.correct[(front.method == "none") & (front.family == family)].mean())
+        prior = float(batch.answer.bincount().max()) / len(batch.answer)
+        rows.append(dict(family=family, accuracy=accuracy, prior=prior,
+                         learned=accuracy - prior >= settings.tolerance))
+    return pd.DataFrame(rows).set_index("family")
+
+
+def judged(answered: pd.DataFrame, families: list[str]) -> list[str]:
+    """The families of ``families`` that :func:`above_prior` found learned."""
+    return [f for f in families if answered.learned[f]]
+
+
+def _nothing_to_judge(families: list[str]) -> Measurement | None:
+    if families:
+        return None
+    return Measurement(not_testable="the unpruned model answers none of the claim's families better than their "
+                       "most common answer (`asymvlm.above_prior`), so no pruner's effect can show")
+
+
+def matched_saving_margin(front: pd.DataFrame, settings, families: list[str], method: str = "asymvlm",
                           rivals: tuple[str, ...] = BASELINES + ("asymvlm",)) -> Measurement:
-    """C1: per family, ``method``'s matched saving minus the best of ``rivals`` (itself excluded); the baseline is
-    the same for the rival with the largest median matched saving. Intervals: bootstrap over items."""
+    """C1: per family of ``families``, ``method``'s matched saving minus the best of ``rivals`` (itself excluded);
+    the baseline is the same for the rival with the largest median matched saving. Intervals: bootstrap over
+    items."""
+    if (empty := _nothing_to_judge(families)) is not None:
+        return empty
     targets = sorted(front.target[front.method != "none"].unique())
     draws = _bootstrap_items(front, settings.resamples, settings.seed)
     savings = {f: _family_savings(_correct(front, f), draws[f], targets, set(rivals) | {method}, settings.tolerance)
-               for f in settings.test_families}
+               for f in families}
 
     def margins(who: str) -> dict[str, np.ndarray]:
         return {f: s[who] - np.max([s[r] for r in rivals if r != who], axis=0) for f, s in savings.items()}
@@ -406,6 +490,21 @@ def matched_saving_margin(front: pd.DataFrame, settings, method: str = "asymvlm"
     return replace(measure(method), baseline=replace(measure(best), note=f"best baseline: {best}"))
 
 
+def best_matched_saving(front: pd.DataFrame, settings, families: list[str], method: str = "asymvlm"
+                        ) -> Measurement:
+    """C5 (and, for the oracle, its power check): ``method``'s matched saving on its best family of ``families``,
+    with a 95 % bootstrap over items of that maximum; every family's in the note."""
+    if (empty := _nothing_to_judge(families)) is not None:
+        return empty
+    targets = sorted(front.target[front.method != "none"].unique())
+    draws = _bootstrap_items(front, settings.resamples, settings.seed)
+    per = {f: _family_savings(_correct(front, f), draws[f], targets, {method}, settings.tolerance)[method]
+           for f in families}
+    best = np.max(np.stack(list(per.values())), axis=0)
+    return Measurement(float(best[0]), (float(np.quantile(best[1:], 0.025)), float(np.quantile(best[1:], 0.975))),
+                       note=f"{method}'s matched saving: " + ", ".join(f"{f} {v[0]:.0%}" for f, v in per.items()))
+
+
 def gap_over_best(front: pd.DataFrame, settings, families: list[str], method: str = "asymvlm",
                   rivals: tuple[str, ...] = BASELINES, absolute: bool = False, control: tuple[str, str] | None = None
                   ) -> Measurement:
@@ -413,6 +512,8 @@ def gap_over_best(front: pd.DataFrame, settings, families: list[str], method: st
     rival best on that family; ``absolute`` takes |gap|), median over families with a bootstrap over items. The
     baseline is the same for the rival best on most families, against the others and ``method``; for a parity
     claim ``control`` (a, b) measures a's gap to b instead (pruning against none)."""
+    if (empty := _nothing_to_judge(families)) is not None:
+        return empty
     target = settings.operating_point
     reached = set(front.method[front.target == target])
     rivals = tuple(r for r in rivals if r in reached)  # a rival that cannot save this much is not in the race
@@ -447,11 +548,11 @@ def gap_over_best(front: pd.DataFrame, settings, families: list[str], method: st
     return replace(main, baseline=replace(gaps(best, others), note=f"best baseline: {best}"))
 
 
-def oracle_headroom(front: pd.DataFrame, settings) -> Measurement:
-    """C2's power check: the oracle's accuracy (it keeps the answer's patches) minus the best baseline's at
-    ``operating_point``, per localised family (:func:`gap_over_best` with the oracle in AsymVLM's place): the most
-    any scorer could gain over the baselines here."""
-    return replace(gap_over_best(front, settings, localised(settings), method="oracle"), baseline=None)
+def oracle_headroom(front: pd.DataFrame, settings, families: list[str]) -> Measurement:
+    """C2's power check: the oracle's accuracy (it keeps the answer's tokens) minus the best baseline's at
+    ``operating_point``, per family of ``families`` (:func:`gap_over_best` with the oracle in AsymVLM's place): the
+    most any scorer could gain over the baselines here."""
+    return replace(gap_over_best(front, settings, families, method="oracle"), baseline=None)
 
 
 def localised(settings) -> list[str]:
@@ -499,7 +600,7 @@ def answer_through_cache(model: TinyVLM, batch: Batch, make_cache) -> torch.Tens
 def text_policy(name: str, settings, vision: int):
     if name == "temporal_threshold":
         return make_policy(name, vision=vision, sinks=settings.text_sinks, recent=settings.text_recent,
-                           decay=settings.text_decay, threshold=settings.text_threshold)
+                           decay=settings.text_decay)
     return make_policy(name)
 
 
@@ -522,7 +623,7 @@ def text_eviction(lab: Lab, settings) -> pd.DataFrame:
     return cached("text_eviction", settings, compute, knobs=MODEL_KNOBS + TEXT_KNOBS)
 
 
-TEXT_KNOBS = ("text_history", "text_budgets", "text_n", "text_sinks", "text_recent", "text_decay", "text_threshold")
+TEXT_KNOBS = ("text_history", "text_budgets", "text_n", "text_sinks", "text_recent", "text_decay")
 
 
 def _text_accuracies(text: pd.DataFrame, settings) -> dict[tuple[str, int], np.ndarray]:
@@ -573,13 +674,15 @@ def eviction_margin(text: pd.DataFrame, settings, method: str = "temporal_thresh
 
 def ablation(lab: Lab, settings) -> pd.DataFrame:
     """At ``operating_point``, item by item on every test family: AsymVLM; its learned scorer with a fixed budget;
-    the scorer's teacher in its place (the unpruned model's own text-to-vision attention: what the scorer would
-    keep if it fitted its target exactly); the [CLS]-attention heuristic in its place (fixed budget, no merging)."""
+    the scorer's teacher in its place (the unpruned model's answer saliency: what the scorer would keep if it
+    fitted its target exactly); the model's text-to-vision attention in its place (what a scorer distilled from
+    attention would keep at best); the [CLS]-attention heuristic in its place (fixed budget, no merging)."""
     def compute():
         full = plans(lab, settings, settings.operating_point)["asymvlm"]
         variants = {"AsymVLM (learned, adaptive)": full,
                     "learned scorer, fixed budget": replace(full, adaptive=None),
                     "its teacher, fixed budget": PruningPlan(Teacher(), full.stages),
+                    "the model's attention, fixed budget": PruningPlan(Teacher(signal="attention"), full.stages),
                     "[CLS] attention, fixed budget": PruningPlan(make_scorer("visionzip", contextual_share=0.0),
                                                                  full.stages)}
         frames = [evaluate(lab, plan, batch).assign(variant=name, family=family)
@@ -591,21 +694,26 @@ def ablation(lab: Lab, settings) -> pd.DataFrame:
 
 @torch.no_grad()
 def teacher_on_answers(lab: Lab, count: int) -> pd.DataFrame:
-    """Per test family, what AsymVLM's scorer learns from: the share of its teacher's relevance (the unpruned
-    model's text-to-vision attention, :func:`mlsysrepro.kvcache.pruning.text_to_vision_relevance`) and of the
-    learned scorer's softmax that falls on the answer cells' patches, beside those patches' share of the image (what
-    a uniform score puts there); and ``overlap``, the share of the teacher's ``count`` top tokens that the scorer's
-    ``count`` top tokens hold (how well the scorer fits its target where it matters)."""
+    """Per test family, where each signal puts its weight: the share on the answer cells' tokens of the unpruned
+    model's text-to-vision attention (``attention``, what a distilled-attention scorer learns), of its answer
+    saliency (``teacher``, what AsymVLM's scorer learns) and of the softmax of AsymVLM's scorer (``scorer``) and of
+    the answer-cell scorer (``supervised``), beside those tokens' share of the image (``uniform``); and
+    ``overlap``, the share of the teacher's ``count`` top tokens that AsymVLM's scorer's ``count`` top tokens
+    hold (how well it fits its target where it matters)."""
     rows = []
     for family, batch in lab.test.items():
         relevant = answer_relevance(batch, lab.cfg)
-        teacher = text_to_vision_relevance(lab.model, batch.pixels, batch.question)
+        teacher = answer_saliency(lab.model, batch.pixels, batch.question, batch.answer)
+        attention = text_to_vision_relevance(lab.model, batch.pixels, batch.question)
         vision, _ = lab.model.encode(batch.pixels)
-        learned = lab.scorer(vision, lab.model.embed_question(batch.question))
+        question = lab.model.embed_question(batch.question)
+        learned, supervised = lab.scorer(vision, question), lab.supervised(vision, question)
         top = torch.zeros_like(teacher, dtype=torch.bool).scatter_(1, teacher.topk(count, -1).indices, True)
         shared = top.gather(1, learned.topk(count, -1).indices).float().sum(1) / count
-        rows.append(dict(family=family, teacher=float((teacher * relevant).sum(1).mean()),
+        rows.append(dict(family=family, attention=float((attention * relevant).sum(1).mean()),
+                         teacher=float((teacher * relevant).sum(1).mean()),
                          scorer=float((learned.softmax(-1) * relevant).sum(1).mean()),
+                         supervised=float((supervised.softmax(-1) * relevant).sum(1).mean()),
                          uniform=float((relevant.sum(1) / relevant.shape[1]).mean()), overlap=float(shared.mean())))
     return pd.DataFrame(rows).set_index("family")
 

@@ -27,9 +27,10 @@ class VLMConfig:
     vit_dim: int = 64
     vit_layers: int = 2
     vit_heads: int = 4
-    glyph_classes: int = 11  # what each patch shows: a digit 0-9 or nothing
+    glyph_classes: int = 11  # what each cell shows: a digit 0-9 or nothing
     row_tokens: tuple[int, ...] = ()  # token ids of the words naming each cell row (tied 2-D positions)
     col_tokens: tuple[int, ...] = ()
+    cell_words: tuple[int, ...] = ()  # token ids of the words naming each cell, raster order (optional)
     decoder: LlamaConfig = field(default_factory=lambda: LlamaConfig(dim=96, layers=4, heads=4, kv_heads=2, ffn=256))
 
     def __post_init__(self):
@@ -38,6 +39,8 @@ class VLMConfig:
         if len(self.row_tokens) != len(self.col_tokens) or (self.row_tokens and self.side % len(self.row_tokens)):
             raise ValueError(f"row_tokens and col_tokens must name as many cells a side, which must divide the "
                              f"{self.side} patches a side; got {len(self.row_tokens)} and {len(self.col_tokens)}")
+        if self.cell_words and len(self.cell_words) != len(self.row_tokens) ** 2:
+            raise ValueError(f"cell_words must name every cell ({len(self.row_tokens) ** 2}), got {len(self.cell_words)}")
         if self.vit_dim % self.vit_heads:
             raise ValueError(f"vit_dim ({self.vit_dim}) must divide by vit_heads ({self.vit_heads})")
 
@@ -49,6 +52,11 @@ class VLMConfig:
     @property
     def vision_tokens(self) -> int:
         return self.side ** 2
+
+    @property
+    def cell_side(self) -> int:
+        """Patches a side of one cell (the grid named by ``row_tokens``; the whole image without them)."""
+        return self.side // len(self.row_tokens) if self.row_tokens else self.side
 
 
 class ViTBlock(nn.Module):
@@ -81,9 +89,9 @@ class TinyVLM(nn.Module):
         self.vit = nn.ModuleList(ViTBlock(cfg.vit_dim, cfg.vit_heads) for _ in range(cfg.vit_layers))
         self.project = nn.Sequential(RMSNorm(cfg.vit_dim), nn.Linear(cfg.vit_dim, cfg.decoder.dim))
         self.decoder = Llama(cfg.decoder)
-        #: the encoder's auxiliary objective while training (each patch's glyph class, from its projected token);
-        #: unused at inference, so it costs no FLOPs there
-        self.glyph_head = nn.Linear(cfg.decoder.dim, cfg.glyph_classes)
+        #: the encoder's auxiliary objective while training: each cell's glyph class, read from all of its tokens
+        #: together (concatenated), so no single token needs to carry the label; unused at inference
+        self.glyph_head = nn.Linear(cfg.cell_side ** 2 * cfg.decoder.dim, cfg.glyph_classes)
 
     def patches(self, pixels: torch.Tensor) -> torch.Tensor:
         """(B, H, W) pixels -> (B, N, patch²) patches in row-major order."""
@@ -104,16 +112,30 @@ class TinyVLM(nn.Module):
 
     def places(self) -> torch.Tensor:
         """(N, dim) each vision token's 2-D position in the decoder's word space: the embeddings of the words
-        naming its cell's row and column (``cfg.row_tokens``, ``cfg.col_tokens``), tied to the decoder's, so that a
-        question naming a row or a column finds its tokens by content (none without those tokens)."""
+        naming its cell's row and column (``cfg.row_tokens``, ``cfg.col_tokens``) and, with ``cfg.cell_words``, the
+        cell itself, tied to the decoder's, so that a question naming a row, a column or a cell finds its tokens by
+        content (none without those tokens)."""
         cfg = self.cfg
         if not cfg.row_tokens:
             return torch.zeros(cfg.vision_tokens, cfg.decoder.dim)
         patch = torch.arange(cfg.vision_tokens)
         per_cell = cfg.side // len(cfg.row_tokens)
-        rows = torch.tensor(cfg.row_tokens)[patch // cfg.side // per_cell]
-        cols = torch.tensor(cfg.col_tokens)[patch % cfg.side // per_cell]
-        return self.decoder.embed(rows) + self.decoder.embed(cols)
+        rows = patch // cfg.side // per_cell
+        cols = patch % cfg.side // per_cell
+        places = self.decoder.embed(torch.tensor(cfg.row_tokens)[rows]) + self.decoder.embed(
+            torch.tensor(cfg.col_tokens)[cols])
+        if cfg.cell_words:
+            cells = torch.tensor(cfg.cell_words)[rows * len(cfg.row_tokens) + cols]
+            places = places + self.decoder.embed(cells)
+        return places
+
+    def cell_tokens(self, vision: torch.Tensor) -> torch.Tensor:
+        """(B, N, dim) vision tokens -> (B, cells, tokens per cell * dim): each cell's tokens side by side."""
+        b, _, d = vision.shape
+        side, per = self.cfg.side, self.cfg.cell_side
+        cells = side // per
+        return (vision.view(b, cells, per, cells, per, d).permute(0, 1, 3, 2, 4, 5)
+                .reshape(b, cells * cells, per * per * d))
 
     def embed_question(self, question: torch.Tensor) -> torch.Tensor:
         """Token ids (B, L) -> the decoder's input embeddings (B, L, dim)."""
@@ -127,14 +149,24 @@ class TinyVLM(nn.Module):
 
 
 def vlm_loss(model: TinyVLM, pixels: torch.Tensor, tokens: torch.Tensor, targets: torch.Tensor,
-             glyphs: torch.Tensor | None = None) -> torch.Tensor:
+             glyphs: torch.Tensor | None = None, keep: torch.Tensor | None = None) -> torch.Tensor:
     """Cross-entropy of the answers: ``targets`` (B, L) holds, at the text positions that predict an answer, its
-    token (-100 elsewhere). With ``glyphs`` (B, N) (each patch's class, -100 where it has none), plus the encoder's
-    auxiliary cross-entropy of each patch's class from its vision token: the part a VLM's pretrained vision encoder
-    plays, without which the ViT must learn to read digits from the answers alone."""
+    token (-100 elsewhere). With ``glyphs`` (B, cells) (each cell's class, -100 where it has none), plus the
+    encoder's auxiliary cross-entropy of each cell's class from its tokens together (:meth:`TinyVLM.cell_tokens`):
+    the part a VLM's pretrained vision encoder plays, without which the ViT must learn to read digits from the
+    answers alone. With ``keep`` (B, k) sorted token indices, the decoder sees only those vision tokens, at their
+    own positions (token dropout: training on pruned inputs)."""
     vision, _ = model.encode(pixels)
-    logits = model.decoder.forward_embeddings(torch.cat((vision, model.embed_question(tokens)), 1))
-    loss = F.cross_entropy(logits[:, vision.shape[1]:].flatten(0, 1), targets.flatten(), ignore_index=-100)
+    text = model.embed_question(tokens)
+    positions = None
+    seen = vision
+    if keep is not None:
+        seen = vision.gather(1, keep[..., None].expand(-1, -1, vision.shape[-1]))
+        following = vision.shape[1] + torch.arange(text.shape[1]).expand(len(text), -1)
+        positions = torch.cat((keep, following), 1)
+    logits = model.decoder.forward_embeddings(torch.cat((seen, text), 1), positions)
+    loss = F.cross_entropy(logits[:, seen.shape[1]:].flatten(0, 1), targets.flatten(), ignore_index=-100)
     if glyphs is not None and (glyphs != -100).any():  # a batch of charts only has no glyph to name
-        loss = loss + F.cross_entropy(model.glyph_head(vision).flatten(0, 1), glyphs.flatten(), ignore_index=-100)
+        loss = loss + F.cross_entropy(model.glyph_head(model.cell_tokens(vision)).flatten(0, 1), glyphs.flatten(),
+                                      ignore_index=-100)
     return loss

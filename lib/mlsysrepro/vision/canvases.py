@@ -8,10 +8,11 @@ drawn with glyphs the model never saw.
 Questions come in families that differ in where the answer lies (the split the AsymVLM paper reports):
 
 - *localised, query-specific* (the document / chart-QA analogue): ``cell`` "digit at row<r> col<c> ?" (a row or column is one word, ``row2``),
-  ``row_has`` "is there a d in row r ?", ``row_sum`` "sum of row r ?", and on a rendered bar chart (G bars of
-  distinct heights 1..8, 4 pixels a unit) ``bar_height`` "height of bar c ?";
-- *holistic*: ``count`` "how many d ?", ``largest`` "largest digit ?", and on a bar chart ``tallest``
-  "which bar is tallest ?";
+  ``row_has`` "is there a d in row r ?", and on a rendered bar chart (G bars of distinct heights 1..2G, 4 pixels
+  a unit) ``bar_height`` "height of bar c ?";
+- *holistic*: ``count`` "how many d ?" (the canvas is redrawn so that the count is uniform over 1 to
+  :data:`MAX_COUNT`: the answer cannot be guessed from how often digits repeat), ``largest`` "largest digit ?",
+  and on a bar chart ``tallest`` "which bar is tallest ?";
 - *text-dominated*: ``recall`` "remember row r col c ." then a history of filler turns, then
   "what digit was at the remembered cell ?".
 
@@ -33,15 +34,17 @@ from ..core.mnist import mnist_test10k
 
 CELL = 8  # pixels per cell side
 MAX_GRID = 8  # cells a side, at most (a place word per row and per column: "row0".."row7", "col0".."col7")
-MAX_ANSWER = 40  # number tokens 0..MAX_ANSWER (a row sum of four 9s is 36)
-WORDS = ("<pad>", "<bos>", "digit", "at", "row", "col", "is", "there", "a", "in", "sum", "of", "how", "many",
+MAX_ANSWER = 2 * MAX_GRID  # number tokens 0..MAX_ANSWER (the tallest bar of an 8-bar chart is 16 units)
+MAX_COUNT = 5  # a count question's answer is drawn uniformly from 1..MAX_COUNT
+WORDS = ("<pad>", "<bos>", "digit", "at", "row", "col", "is", "there", "a", "in", "of", "how", "many",
          "largest", "yes", "no", "blank", "remember", "what", "was", "the", "remembered", "cell", "?", ".",
          "ok", "user", "says", "thanks", "and", "then", "next", "please", "wait", "sure", "height", "bar", "which",
-         "tallest") + tuple(f"row{i}" for i in range(MAX_GRID)) + tuple(f"col{i}" for i in range(MAX_GRID))
+         "tallest") + tuple(f"row{i}" for i in range(MAX_GRID)) + tuple(f"col{i}" for i in range(MAX_GRID)) \
+    + tuple(f"cell{r}{c}" for r in range(MAX_GRID) for c in range(MAX_GRID))
 VOCAB = WORDS + tuple(str(i) for i in range(MAX_ANSWER + 1))
 TOKEN = {word: i for i, word in enumerate(VOCAB)}
 FILLER = ("ok", "user", "says", "thanks", "and", "then", "next", "please", "wait", "sure", "the", "a")
-FAMILIES = {"cell": "localised", "row_has": "localised", "row_sum": "localised", "bar_height": "localised",
+FAMILIES = {"cell": "localised", "row_has": "localised", "bar_height": "localised",
             "count": "holistic", "largest": "holistic", "tallest": "holistic", "recall": "text"}
 CHARTS = ("bar_height", "tallest")  # families asked of a bar chart instead of a digit canvas
 
@@ -157,8 +160,9 @@ def read_grid(pixels: torch.Tensor, bank: GlyphBank) -> torch.Tensor:
     return labels.masked_fill(blank, -1).view(n, grid, grid)
 
 
-def _question(family: str, grid: torch.Tensor, generator: torch.Generator, history: int):
-    """One question's words, its answer word and the cells holding the answer, for one digit grid (G, G)."""
+def _question(family: str, grid: torch.Tensor, generator: torch.Generator, history: int, counted: int | None = None):
+    """One question's words, its answer word and the cells holding the answer, for one digit grid (G, G);
+    ``counted``: the digit a count question asks about (None: a digit the canvas holds, drawn)."""
     g = grid.shape[0]
     r, c = (int(v) for v in torch.randint(g, (2,), generator=generator))
     d = int(torch.randint(10, (1,), generator=generator))
@@ -166,39 +170,64 @@ def _question(family: str, grid: torch.Tensor, generator: torch.Generator, histo
     if family == "cell":
         where[r, c] = True
         value = int(grid[r, c])
-        return ["digit", "at", f"row{r}", f"col{c}", "?"], str(value) if value >= 0 else "blank", where
+        return ["digit", "at", f"row{r}", f"col{c}", f"cell{r}{c}"], str(value) if value >= 0 else "blank", where
     if family == "row_has":
         present = grid[r][grid[r] >= 0]
         if len(present) and bool(torch.rand(1, generator=generator) < 0.5):  # half the questions ask for a digit there
             d = int(present[torch.randint(len(present), (1,), generator=generator)])
         where[r] = grid[r] >= 0
-        return ["is", "there", "a", str(d), "in", f"row{r}", "?"], "yes" if (grid[r] == d).any() else "no", where
-    if family == "row_sum":
-        where[r] = grid[r] >= 0
-        return ["sum", "of", f"row{r}", "?"], str(int(grid[r].clamp(min=0).sum())), where
-    if family == "count":
+        return ["is", "there", "a", str(d), "in", f"row{r}"], "yes" if (grid[r] == d).any() else "no", where
+    if family == "count":  # the digit :func:`balance_counts` set the count of, else one the canvas holds
         present = grid[grid >= 0]
-        d = int(present[torch.randint(len(present), (1,), generator=generator)])
+        d = int(present[torch.randint(len(present), (1,), generator=generator)]) if counted is None else counted
         where = grid == d
-        return ["how", "many", str(d), "?"], str(int((grid == d).sum())), where
+        return ["how", "many", str(d)], str(int(where.sum())), where
     if family == "largest":
         top = int(grid.max())
-        return ["largest", "digit", "?"], str(top), grid == top
+        return ["largest", "digit"], str(top), grid == top
     if family == "bar_height":
         where[:, c] = True
-        return ["height", "of", "bar", f"col{c}", "?"], str(int(grid[0, c])), where
+        return ["height", "of", "bar", f"col{c}"], str(int(grid[0, c])), where
     if family == "tallest":
         top = int(grid[0].argmax())
         where[:, top] = True
-        return ["which", "bar", "is", "tallest", "?"], str(top), where
+        return ["which", "bar", "is", "tallest"], str(top), where
     if family == "recall":
         where[r, c] = True
         value = int(grid[r, c])
         filler = [FILLER[i] for i in torch.randint(len(FILLER), (history,), generator=generator).tolist()]
-        words = (["remember", f"row{r}", f"col{c}", "."] + filler
-                 + ["what", "digit", "was", "at", "the", "remembered", "cell", "?"])
+        words = (["remember", f"row{r}", f"col{c}", f"cell{r}{c}", "."] + filler
+                 + ["what", "digit", "was", "at", "the", "remembered", "cell"])
         return words, str(value) if value >= 0 else "blank", where
     raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+
+
+def balance_counts(bank: GlyphBank, pixels: torch.Tensor, grids: torch.Tensor, rows: torch.Tensor,
+                   generator: torch.Generator) -> torch.Tensor:
+    """For the canvases of ``rows`` (a count question each), in place: a digit d and a count k uniform over
+    1..min(:data:`MAX_COUNT`, the canvas's digits) drawn, k of its digit cells redrawn as glyphs of d and every other
+    cell that held d redrawn as another digit, so the answer's prior is flat and only the image tells it. Returns
+    the digit per canvas (-1 for the others)."""
+    digits = torch.full((len(grids),), -1)
+    g = grids.shape[1]
+    for i in rows.nonzero().flatten().tolist():
+        filled = (grids[i].flatten() >= 0).nonzero().flatten()
+        d = int(torch.randint(10, (1,), generator=generator))
+        k = int(torch.randint(1, min(MAX_COUNT, len(filled)) + 1, (1,), generator=generator))
+        chosen = filled[torch.randperm(len(filled), generator=generator)[:k]]
+        labels = grids[i].flatten().clone()
+        others = (labels == d).nonzero().flatten()
+        labels[others] = (d + torch.randint(1, 10, (len(others),), generator=generator)) % 10
+        labels[chosen] = d
+        changed = (labels != grids[i].flatten()).nonzero().flatten()
+        for cell in changed.tolist():
+            same = (bank.labels == labels[cell]).nonzero().flatten()
+            glyph = bank.images[same[torch.randint(len(same), (1,), generator=generator)]][0]
+            r, c = divmod(cell, g)
+            pixels[i, r * CELL:(r + 1) * CELL, c * CELL:(c + 1) * CELL] = glyph
+        grids[i] = labels.view(g, g)
+        digits[i] = d
+    return digits
 
 
 def make_batch(bank: GlyphBank, families: list[str], grid: int, blank: float, generator: torch.Generator,
@@ -211,6 +240,7 @@ def make_batch(bank: GlyphBank, families: list[str], grid: int, blank: float, ge
     if unknown:
         raise ValueError(f"families must be among {sorted(FAMILIES)}, got {unknown}")
     pixels, grids = canvases(bank, len(families), grid, blank, generator)
+    counted = balance_counts(bank, pixels, grids, torch.tensor([f == "count" for f in families]), generator)
     chart = torch.tensor([f in CHARTS for f in families])
     if chart.any():  # a chart's heights sit in row 0 of its grid, the other rows -1
         chart_pixels, heights = bar_charts(int(chart.sum()), grid, generator)
@@ -218,9 +248,9 @@ def make_batch(bank: GlyphBank, families: list[str], grid: int, blank: float, ge
         grids[chart] = -1
         grids[chart, 0] = heights
     words, answers, cells = [], [], []
-    for family, digits in zip(families, grids):
+    for family, digits, digit in zip(families, grids, counted.tolist()):
         length = int(torch.randint(history[0], history[1] + 1, (1,), generator=generator))
-        w, a, where = _question(family, digits, generator, length)
+        w, a, where = _question(family, digits, generator, length, digit if family == "count" else None)
         words.append(["<bos>"] + w)
         answers.append(TOKEN[a])
         cells.append(where)
@@ -230,12 +260,12 @@ def make_batch(bank: GlyphBank, families: list[str], grid: int, blank: float, ge
 
 
 def training_sequences(bank: GlyphBank, families: list[str], grid: int, blank: float, generator: torch.Generator,
-                       history: tuple[int, int] = (0, 0), width: int = 0, questions: int = 1, patch: int = 4
+                       history: tuple[int, int] = (0, 0), width: int = 0, questions: int = 1
                        ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Training sequences: each canvas of :func:`make_batch` with ``questions`` questions of its family (a recall
     question: one), each but the last followed by its answer, so one image teaches several answers. Returns the
     pixels, the tokens (B, L), the targets (B, L): -100 except at each question's last token, where its answer is
-    the target, and each patch's glyph class (:func:`patch_glyphs`, for 4-pixel patches). The first question sits
+    the target, and each cell's glyph class (:func:`cell_glyphs`). The first question sits
     where :func:`make_batch` puts it (left-padded to ``width``); the rest follow it, right-padded."""
     if questions < 1:
         raise ValueError(f"questions must be >= 1, got {questions}")
@@ -254,7 +284,7 @@ def training_sequences(bank: GlyphBank, families: list[str], grid: int, blank: f
     length = max(len(r) for r in rows)
     tokens = torch.tensor([r + [TOKEN["<pad>"]] * (length - len(r)) for r in rows])
     target = torch.tensor([t + [-100] * (length - len(t)) for t in targets])
-    return first.pixels, tokens, target, patch_glyphs(first, patch)
+    return first.pixels, tokens, target, cell_glyphs(first)
 
 
 def place(words: list[str], kind: str) -> int:
@@ -262,10 +292,11 @@ def place(words: list[str], kind: str) -> int:
     return int(next(w for w in words if w.startswith(kind) and w[len(kind):].isdigit())[len(kind):])
 
 
-def place_tokens(grid: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    """The token ids of the words ``row0``.. and ``col0``.. for a ``grid``: what a model ties the image's 2-D
-    positions to."""
-    return tuple(TOKEN[f"row{i}"] for i in range(grid)), tuple(TOKEN[f"col{i}"] for i in range(grid))
+def place_tokens(grid: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The token ids of the words ``row0``.., ``col0``.. and ``cell00``.. (raster order) for a ``grid``: what a
+    model ties the image's 2-D positions to."""
+    return (tuple(TOKEN[f"row{i}"] for i in range(grid)), tuple(TOKEN[f"col{i}"] for i in range(grid)),
+            tuple(TOKEN[f"cell{r}{c}"] for r in range(grid) for c in range(grid)))
 
 
 def answers_from_pixels(batch: Batch, bank: GlyphBank) -> bool:
@@ -289,8 +320,6 @@ def answers_from_pixels(batch: Batch, bank: GlyphBank) -> bool:
         elif family == "row_has":
             d, r = int(words[3]), place(words, "row")
             expected = "yes" if (grid[r] == d).any() else "no"
-        elif family == "row_sum":
-            expected = str(int(grid[place(words, "row")].clamp(min=0).sum()))
         elif family == "count":
             expected = str(int((grid == int(words[2])).sum()))
         else:
@@ -300,10 +329,9 @@ def answers_from_pixels(batch: Batch, bank: GlyphBank) -> bool:
     return True
 
 
-def patch_glyphs(batch: Batch, patch: int) -> torch.Tensor:
-    """(B, N) the class of every patch of ``batch`` in raster order, for patches ``patch`` pixels a side: the
-    digit of its cell (0-9), 10 for a blank cell, -100 (ignored) on bar charts."""
-    per_cell = CELL // patch
+def cell_glyphs(batch: Batch) -> torch.Tensor:
+    """(B, G*G) the class of every cell of ``batch`` in raster order: its digit (0-9), 10 for a blank cell, -100
+    (ignored) on bar charts."""
     classes = batch.grid.masked_fill(batch.grid < 0, 10)
     classes[torch.tensor([f in CHARTS for f in batch.family])] = -100
-    return classes.repeat_interleave(per_cell, 1).repeat_interleave(per_cell, 2).flatten(1)
+    return classes.flatten(1)
