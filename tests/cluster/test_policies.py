@@ -18,6 +18,13 @@ def test_tuned_wait_is_the_papers_formula():
     assert tuned_wait([10, 20], floor=12, cap=20) == 20  # 15 + 2 * 5 = 25, capped at H
 
 
+def test_tuner_bounds_are_its_floors_and_caps():
+    assert DelayTimerTuner(history=20).bounds() == ((6, 16), (12, 20))
+    assert DelayTimerTuner(history=5).bounds() == ((4, 4), (5, 5))  # caps below the floors: the caps win
+    tuner = DelayTimerTuner(history=5)
+    assert tuner.timers(2, now=0.0, lease=1.0) == (4, 5)
+
+
 def test_tuner_forgets_waits_older_than_its_history_and_keys_by_demand():
     tuner = DelayTimerTuner(history=20)
     lease = 10.0

@@ -164,3 +164,19 @@ def test_rule_of_thumb_is_the_exact_ratio_when_no_probability_is_capped():
     result = sampling_variance(logits, z, y, batch_size=10)
     # exact up to the finite-population factor N / (N - 1) that the rule of thumb drops
     assert result["rule_of_thumb"] * (n - 1) / n == pytest.approx(result["last_layer_ratio"], rel=1e-9)
+
+
+def test_rule_of_thumb_stays_the_variance_ratio_when_probabilities_are_capped():
+    """A few nodes with huge gradients: rho < f, the uncapped formula goes negative, the capped one matches the
+    Monte Carlo ratio of the two estimators (up to the finite-population factor the rule drops)."""
+    generator = torch.Generator().manual_seed(2)
+    n, batch_size = 60, 20
+    logits = torch.randn(n, 3, generator=generator)
+    z = torch.randn(n, 4, generator=generator) * 0.05
+    z[:4] *= 400  # four dominant nodes
+    y = torch.randint(0, 3, (n,), generator=generator)
+    result = sampling_variance(logits, z, y, batch_size)
+    assert result["capped"] >= 1 and result["rho"] < batch_size / n
+    assert result["rule_of_thumb"] > 0
+    v_mvs, v_uniform = _estimator_variances(logits, z, y, batch_size, 40_000, generator)
+    assert result["rule_of_thumb"] * (n - 1) / n == pytest.approx(v_mvs / v_uniform, rel=0.08)

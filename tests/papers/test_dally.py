@@ -58,20 +58,28 @@ def test_c3_is_not_testable_without_congestion():
 
 
 def timer_table(auto_jct: float, fixed_jct: list[float], traces=("a", "b", "c", "d", "e", "f")) -> pd.DataFrame:
-    pairs = ["(0, 0)", "(6, 12)", "(12, 24)"]
+    pairs = [(0, 0), (6, 12), (16, 20), (96, 192)]
     rows = []
     for trace in traces:
-        rows += [dict(trace=trace, policy="dally_fixed", timers=p, jct_mean_s=j) for p, j in zip(pairs, fixed_jct)]
+        rows += [dict(trace=trace, policy="dally_fixed", timers=f"({r}, {n})", rack_wait=r, network_wait=n,
+                      jct_mean_s=j) for (r, n), j in zip(pairs, fixed_jct)]
         rows += [dict(trace=trace, policy="dally", timers="auto-tuned", jct_mean_s=auto_jct)]
     return pd.DataFrame(rows)
 
 
 @pytest.mark.parametrize("auto, expected", [(101.0, "holds"), (130.0, "fails")])
-def test_c4_compares_with_the_best_fixed_pair_and_says_whether_the_grid_brackets_it(auto, expected):
-    measured = dally.autotuner_vs_best_fixed(timer_table(auto, [120.0, 100.0, 110.0]))
+def test_c4_compares_with_the_best_fixed_pair_the_tuner_could_set(auto, expected):
+    # (96, 192) is the best of the grid but past the caps of a 20-lease history (16, 20); (0, 0) below the floors
+    measured = dally.autotuner_vs_best_fixed(timer_table(auto, [90.0, 100.0, 110.0, 80.0]), history=20)
     assert verdict(CLAIMS["C4"], measured)[0] == expected
-    assert "a: (6, 12);" in measured.note and "grid edge" not in measured.note
-    edge = dally.autotuner_vs_best_fixed(timer_table(auto, [120.0, 110.0, 100.0]))
-    assert "a: (12, 24) (grid edge)" in edge.note
-    no_delay = dally.autotuner_vs_best_fixed(timer_table(auto, [100.0, 110.0, 120.0]))
-    assert "a: (0, 0);" in no_delay.note and "grid edge" not in no_delay.note  # no delay is the bottom of the range
+    assert measured.value == pytest.approx(auto / 100.0)
+    assert f"a: (6, 12) in reach, (96, 192) over the grid ({80 / auto:.3f} of the tuner's JCT)" in measured.note
+    # a longer history lifts the caps to (80, 100): still short of (96, 192)
+    assert dally.autotuner_vs_best_fixed(timer_table(auto, [90.0, 110.0, 100.0, 80.0]), history=100).value == \
+        pytest.approx(auto / 100.0)
+
+
+def test_c4_without_a_pair_in_reach_is_not_testable():
+    table = timer_table(100.0, [90.0, 100.0, 110.0, 80.0])
+    measured = dally.autotuner_vs_best_fixed(table[~table.timers.isin(["(6, 12)", "(16, 20)"])], history=20)
+    assert verdict(CLAIMS["C4"], measured)[0] == "not testable here" and "fixed_timers" in measured.not_testable

@@ -29,6 +29,20 @@ def test_interconnect_claim_carries_the_noise_floor_as_its_interval(share, noise
     assert verdict(CLAIMS["C1"], measured)[0] == expected
 
 
+def test_interconnect_claim_takes_its_interval_from_the_repeats_of_the_configuration_it_judges():
+    from scipy import stats
+
+    frame = stalls(0.6, 0.2)  # a noisy single-GPU floor (20 %) that the judged configuration does not share
+    frame["RUN0_repeats"] = [[1.0, 1.0, 1.0]] * 3
+    frame["RUN1_repeats"] = [[1.2, 1.2, 1.2], [2.4, 2.5, 2.6], [9.0, 9.0, 9.0]]
+    measured = ddl_stalls.interconnect_claim(frame)
+    shares = [1 - 1 / 2.4, 1 - 1 / 2.5, 1 - 1 / 2.6]
+    half = stats.t.ppf(0.975, 2) * pd.Series(shares).std() / 3 ** 0.5
+    assert measured.value == pytest.approx(0.6) and measured.interval == pytest.approx((0.6 - half, 0.6 + half))
+    assert half < 0.2 and "3 repeats" in measured.note
+    assert verdict(CLAIMS["C1"], measured)[0] == "holds"  # the 20 % floor would have straddled 0.5
+
+
 def network(slowdowns: dict[str, list[float]]) -> pd.DataFrame:
     return pd.DataFrame([dict(pair=pair, model=f"m{i}", slowdown=s) for pair, values in slowdowns.items()
                          for i, s in enumerate(values)])

@@ -11,8 +11,8 @@ def row(experiment, run, configuration, seconds, workers=8, dilation=100.0, data
         model="m"):
     return dict(experiment=experiment, model=model, configuration=configuration, run=run, workers=workers,
                 batch_size=batch, samples_per_iteration=batch * workers, dilation=dilation, seconds=seconds,
-                seconds_std=0.0, data_seconds=data, comm_exposed_seconds=exposed, bucket_bytes=[],
-                bucket_modelled=[], bucket_measured=[])
+                seconds_std=0.0, repeat_seconds=[seconds * 0.9, seconds * 1.1], data_seconds=data,
+                comm_exposed_seconds=exposed, bucket_bytes=[], bucket_modelled=[], bucket_measured=[])
 
 
 @pytest.fixture
@@ -37,6 +37,21 @@ def test_breakdown_subtracts_the_right_runs(table):
     # 1.6 s: 0.1 compute, 0.3 as on one machine, 1.2 more for the network
     assert two.network_share == pytest.approx(1.2 / 1.6)
     assert two.interconnect_share == pytest.approx(0.3 / 1.6)
+    # each repeat's RUN1 beside the RUN0s bracketing that repeat: C1's interval
+    assert one.RUN1_repeats == pytest.approx([0.36, 0.44]) and one.RUN0_repeats == pytest.approx([0.09, 0.11])
+
+
+def test_a_runs_repeats_are_its_iterations_split_in_run_order():
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    spec = SimpleNamespace(model_name="m", label="RUN0", run="RUN0", batch_size=4, samples_per_iteration=4,
+                           cluster=SimpleNamespace(machines=1, workers_per_machine=1, workers=1))
+    result = SimpleNamespace(spec=spec, times={"iteration": np.array([1.0, 3.0, 2.0, 10.0, 12.0, 11.0])},
+                             seconds_per_iteration=6.5, bucket_bytes=[], bucket_modelled=[], bucket_measured=[])
+    rows = ddl_stalls._rows([result], "breakdown", {}, repeats=2)
+    assert rows[0]["repeat_seconds"] == [2.0, 11.0]
 
 
 def test_network_table_reports_the_slowdown(table):

@@ -150,6 +150,8 @@ class DelayTimerTuner:
         nwDelayWait   = min(H,           max(12, ceil(mu + 2 sigma) of rack-level waits))
     """
 
+    RACK_FLOOR, NETWORK_FLOOR = 6, 12  # leases: the least each timer is set to
+
     def __init__(self, history: int):
         if history < 1:
             raise ValueError(f"history must be >= 1 lease, got {history}")
@@ -168,13 +170,20 @@ class DelayTimerTuner:
             entries.popleft()
         return [wait for _, wait in entries]
 
+    def bounds(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The (lowest, highest) rack timer and network timer the tuner can set, in leases: its floors and caps
+        (a cap below its floor wins, as in ``min(cap, max(floor, .))``, and is then the only value)."""
+        rack_cap, network_cap = math.ceil(0.8 * self.history), self.history
+        return (min(self.RACK_FLOOR, rack_cap), rack_cap), (min(self.NETWORK_FLOOR, network_cap), network_cap)
+
     def timers(self, demand: int, now: float, lease: float) -> tuple[int, int]:
         """The two timers for ``demand`` at ``now``; computed once per (demand, instant) until a wait is recorded."""
         if (demand, now) not in self._known:
             if self._known and next(iter(self._known))[1] != now:
                 self._known.clear()
-            rack = tuned_wait(self._recent(0, demand, now, lease), 6, math.ceil(0.8 * self.history))
-            network = tuned_wait(self._recent(1, demand, now, lease), 12, self.history)
+            (rack_floor, rack_cap), (network_floor, network_cap) = self.bounds()
+            rack = tuned_wait(self._recent(0, demand, now, lease), rack_floor, rack_cap)
+            network = tuned_wait(self._recent(1, demand, now, lease), network_floor, network_cap)
             self._known[demand, now] = rack, network
         return self._known[demand, now]
 

@@ -78,8 +78,14 @@ def sampling_variance(logits: torch.Tensor, last_input: torch.Tensor, y: torch.T
     of thumb: MVS has the lower variance when ``rho + a (1 - f) < 1`` -- the norms must be spread *and* the
     gradients must not share a direction; as ``a <= rho``, ``a >= 1/2`` rules MVS out whatever the norms.
 
-    Returns ``rho``, ``alignment`` (a), ``rule_of_thumb`` = (rho - f) / ((1 - a)(1 - f)) and ``last_layer_ratio``
-    = V_MVS / V_uniform with MVS's actual, capped probabilities (ratios < 1: MVS has the lower variance).
+    When the norms are so spread that ``k`` nodes are capped (``p_i = 1``, always sampled, no variance), ``rho - f``
+    (negative once ``rho < f``) gives way to its capped form ``rho_c - f = B (S^2 / (B - k) - Q) / (N^2 E||g_i||^2)``,
+    ``S`` and ``Q`` the sum of the uncapped norms and of their squares: the same ``V_MVS`` without the capped
+    nodes' terms, never negative, equal to ``rho - f`` when ``k = 0``.
+
+    Returns ``rho``, ``alignment`` (a), ``capped`` (k), ``rule_of_thumb`` = (rho_c - f) / ((1 - a)(1 - f)) and
+    ``last_layer_ratio`` = V_MVS / V_uniform with MVS's actual, capped probabilities (ratios < 1: MVS has the lower
+    variance).
     """
     n = y.numel()
     if not 0 < batch_size < n:
@@ -92,13 +98,19 @@ def sampling_variance(logits: torch.Tensor, last_input: torch.Tensor, y: torch.T
     rho = float(sq_norms.sqrt().mean() ** 2 / mean_sq)
     alignment = float(mean_grad_sq / mean_sq)
     f = batch_size / n
-    p = mvs_probabilities(sq_norms.sqrt(), batch_size)
+    norms = sq_norms.sqrt()
+    p = mvs_probabilities(norms, batch_size)
+    free = p < 1
+    capped = n - int(free.sum())
+    # every node with a gradient capped (no more of them than B): MVS takes them all, with no variance
+    excess = (batch_size * (norms[free].sum() ** 2 / (batch_size - capped) - sq_norms[free].sum()) / (n**2 * mean_sq)
+              if capped < batch_size else 0.0)
     terms = torch.where(p > 0, (1 - p) / p.clamp(min=1e-300) * sq_norms, torch.zeros(1, dtype=torch.double))
     v_mvs = terms.sum() / n**2
     v_uniform = (1 - f) / batch_size * n / (n - 1) * (mean_sq - mean_grad_sq)
     spread = (1 - alignment) * (1 - f)
-    return {"rho": rho, "alignment": alignment,
-            "rule_of_thumb": (rho - f) / spread if spread > 0 else float("inf"),
+    return {"rho": rho, "alignment": alignment, "capped": capped,
+            "rule_of_thumb": float(excess) / spread if spread > 0 else float("inf"),
             "last_layer_ratio": float(v_mvs / v_uniform) if v_uniform > 0 else float("inf")}
 
 

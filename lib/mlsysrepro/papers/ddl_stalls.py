@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.cache import cached
-from ..core.claims import CONSISTENCY, Assumption, Claim, Measurement, at_least, not_testable, within
+from ..core.claims import CONSISTENCY, Assumption, Claim, Measurement, at_least, from_samples, not_testable, within
 from ..core.progress import progress
 from ..ddl import models
 from ..ddl.emulation import EmulatedCluster
@@ -124,7 +124,9 @@ def _spec(settings, run: str, model: str, batch: int, cluster: EmulatedCluster, 
                    width=settings.width, bucket_cap_mb=settings.bucket_cap_mb, loader_workers=settings.loader_workers)
 
 
-def _rows(results, experiment: str, dilations: dict) -> list[dict]:
+def _rows(results, experiment: str, dilations: dict, repeats: int = 1) -> list[dict]:
+    """One row per pooled result; ``repeat_seconds``: the median iteration of each of its ``repeats`` block
+    repeats (its iterations split in run order; a RUN0's repeat is the two runs bracketing that repeat)."""
     rows = []
     for r in results:
         s, times = r.spec, r.times
@@ -135,6 +137,7 @@ def _rows(results, experiment: str, dilations: dict) -> list[dict]:
             samples_per_iteration=s.samples_per_iteration,
             dilation=_dilation_of(s, dilations) if s.run != "RUN0" else 1.0,
             seconds=r.seconds_per_iteration, seconds_std=float(times["iteration"].std()),
+            repeat_seconds=[float(np.median(chunk)) for chunk in np.array_split(times["iteration"], repeats)],
             **{f"{k}_seconds": float(np.median(v)) for k, v in times.items() if k != "iteration"},
             bucket_bytes=list(r.bucket_bytes), bucket_modelled=list(r.bucket_modelled),
             bucket_measured=list(r.bucket_measured)))
@@ -225,7 +228,7 @@ def _campaign(settings) -> dict:
     rows = _rows(first, "dilation", dilations)
     results = _profile_blocks(settings, [block for _, block in blocks], "RUN0-RUN3 (emulated clusters)")
     for (experiment, _), block in zip(blocks, results):
-        rows += _rows(pooled(block), experiment, dilations)
+        rows += _rows(pooled(block), experiment, dilations, settings.repeats)
     return {"rows": rows, "flops": {f"{m}@{b}": f for (m, b), f in flops.items()}}
 
 
@@ -258,6 +261,8 @@ def breakdown(table: pd.DataFrame, network_pairs) -> pd.DataFrame:
     (RUN2's wait less RUN3's). With ``loader_workers = 0`` nothing overlaps loading, so the waits are the stalls.
     """
     compute = _compute_seconds(table, "breakdown")
+    alone = table[(table.experiment == "breakdown") & (table.run == "RUN0")]
+    compute_repeats = {(r.model, r.batch_size): r.repeat_seconds for r in alone.itertuples()}
     rows = table[(table.experiment == "breakdown") & (table.run != "RUN0")]
     out = []
     for (model, config), group in rows.groupby(["model", "configuration"], sort=False):
@@ -265,9 +270,11 @@ def breakdown(table: pd.DataFrame, network_pairs) -> pd.DataFrame:
         waited = {r.run: r.data_seconds for r in group.itertuples()}
         first = group.iloc[0]
         run0 = compute[(model, first.batch_size)]
+        run1 = group[group.run == "RUN1"].iloc[0]
         row = dict(model=model, configuration=config, dilation=first.dilation, workers=first.workers, RUN0=run0,
                    RUN1=t["RUN1"], RUN2=t.get("RUN2", np.nan), RUN3=t.get("RUN3", np.nan),
-                   exposed_comm=group[group.run == "RUN1"].comm_exposed_seconds.iloc[0])
+                   RUN0_repeats=compute_repeats[(model, first.batch_size)], RUN1_repeats=run1.repeat_seconds,
+                   exposed_comm=run1.comm_exposed_seconds)
         comm, comm_share = interconnect_stall(run0, t["RUN1"])
         row.update(communication=comm, communication_share=comm_share, interconnect_share=comm_share,
                    network_share=0.0)
@@ -425,16 +432,28 @@ def share_at_efficiency(share: pd.Series | float, ratio: float):
 
 def interconnect_claim(stalls: pd.DataFrame, efficiency_ratio: float = 1.0) -> Measurement:
     """Claim C1: the largest interconnect share over models x multi-GPU one-machine configurations (a
-    :func:`breakdown` frame), with an interval of plus or minus the :func:`noise_floor`; ``efficiency_ratio``
-    re-expresses every share for a GPU that much more efficient (:func:`share_at_efficiency`, C1's assumption)."""
+    :func:`breakdown` frame). Its interval is the noise of the configuration it judges: the share measured in each
+    block repeat (``RUN0_repeats``, ``RUN1_repeats``: repeat r's RUN1 against the RUN0s bracketing it), a 95 %
+    Student-t half-width around the pooled share; with one repeat, plus or minus the :func:`noise_floor` of all
+    single-GPU runs. ``efficiency_ratio`` re-expresses every share for a GPU that much more efficient
+    (:func:`share_at_efficiency`, C1's assumption)."""
     stalls = stalls.assign(interconnect_share=share_at_efficiency(stalls.interconnect_share, efficiency_ratio))
     one_machine = stalls[~stalls.configuration.str.startswith("2x") & (stalls.workers > 1)]
     top = one_machine.loc[one_machine.interconnect_share.idxmax()]
-    share, noise = float(top.interconnect_share), noise_floor(stalls)
-    return Measurement(share, (share - noise, share + noise),
+    share = float(top.interconnect_share)
+    repeats = (1 - np.asarray(top.RUN0_repeats) / np.asarray(top.RUN1_repeats)
+               if "RUN1_repeats" in top.index else np.array([share]))
+    if len(repeats) > 1:
+        spread = from_samples(share_at_efficiency(repeats, efficiency_ratio).tolist())
+        half = (spread.interval[1] - spread.interval[0]) / 2
+        noise = f"the 95 % t-interval of its {len(repeats)} repeats' shares ({spread.value:.1%} on average)"
+    else:
+        half = noise_floor(stalls)
+        noise = f"+- the noise floor {half:.1%} (one repeat)"
+    return Measurement(share, (share - half, share + half),
                        note=f"{top.model} on {top.configuration}; the instrumented exposed communication there is "
                             f"{top.exposed_comm / top.RUN1:.0%}; {int((one_machine.interconnect_share >= 0.5).sum())} "
-                            f"of {len(one_machine)} pairs at 50 % or more; interval: +- the noise floor {noise:.1%}")
+                            f"of {len(one_machine)} pairs at 50 % or more; interval: {noise}")
 
 
 def network_claim(network: pd.DataFrame, noise: float = 0.0) -> Measurement:
