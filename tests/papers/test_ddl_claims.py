@@ -17,7 +17,10 @@ def stalls(top_share: float, noise: float) -> pd.DataFrame:
                  interconnect_share=top_share, exposed_comm=0.4),
             dict(model="m", configuration="2xp3.8xlarge", workers=8, RUN0=1.0, RUN1=9.0,
                  interconnect_share=0.95, exposed_comm=0.5)]  # two machines: not the interconnect's claim
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows)
+    frame["RUN0_repeats"] = [[r] for r in frame.RUN0]  # one repeat: the interval falls back to the noise floor
+    frame["RUN1_repeats"] = [[r] for r in frame.RUN1]
+    return frame
 
 
 @pytest.mark.parametrize("share, noise, expected", [(0.7, 0.05, "holds"), (0.3, 0.05, "fails"),

@@ -72,7 +72,8 @@ def test_token_dropout_hides_vision_tokens_from_the_decoder_at_their_own_positio
     answer = torch.full((2, 5), -100)
     answer[:, -1] = torch.tensor([3, 4])
     every = torch.arange(16).expand(2, -1)
-    assert torch.isclose(vlm_loss(model, pixels, question, answer, keep=every), vlm_loss(model, pixels, question, answer))
+    assert torch.isclose(vlm_loss(model, pixels, question, answer, keep=every),
+                         vlm_loss(model, pixels, question, answer))
     half = every[:, ::2]
     assert not torch.isclose(vlm_loss(model, pixels, question, answer, keep=half),
                              vlm_loss(model, pixels, question, answer))

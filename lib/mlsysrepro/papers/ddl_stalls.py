@@ -441,8 +441,7 @@ def interconnect_claim(stalls: pd.DataFrame, efficiency_ratio: float = 1.0) -> M
     one_machine = stalls[~stalls.configuration.str.startswith("2x") & (stalls.workers > 1)]
     top = one_machine.loc[one_machine.interconnect_share.idxmax()]
     share = float(top.interconnect_share)
-    repeats = (1 - np.asarray(top.RUN0_repeats) / np.asarray(top.RUN1_repeats)
-               if "RUN1_repeats" in top.index else np.array([share]))
+    repeats = 1 - np.asarray(top.RUN0_repeats) / np.asarray(top.RUN1_repeats)
     if len(repeats) > 1:
         spread = from_samples(share_at_efficiency(repeats, efficiency_ratio).tolist())
         half = (spread.interval[1] - spread.interval[0]) / 2

@@ -40,7 +40,8 @@ class VLMConfig:
             raise ValueError(f"row_tokens and col_tokens must name as many cells a side, which must divide the "
                              f"{self.side} patches a side; got {len(self.row_tokens)} and {len(self.col_tokens)}")
         if self.cell_words and len(self.cell_words) != len(self.row_tokens) ** 2:
-            raise ValueError(f"cell_words must name every cell ({len(self.row_tokens) ** 2}), got {len(self.cell_words)}")
+            raise ValueError(f"cell_words must name every cell ({len(self.row_tokens) ** 2}), "
+                             f"got {len(self.cell_words)}")
         if self.vit_dim % self.vit_heads:
             raise ValueError(f"vit_dim ({self.vit_dim}) must divide by vit_heads ({self.vit_heads})")
 
