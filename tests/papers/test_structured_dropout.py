@@ -43,7 +43,8 @@ def test_without_dropout_every_mode_trains_the_same_model():
     for (task, seed), group in results.groupby(["task", "seed"]):
         assert len(group) == len(settings().modes)  # at p = 0 the control is standard dropout too
         assert group.test.nunique() == 1 and group.valid.nunique() == 1, (task, seed)
-    assert results.seed.nunique() == settings().seeds
+    for task, seeds in (("ptb", settings().seeds), ("conll", settings().conll_seeds)):
+        assert results[results.task == task].seed.nunique() == seeds
     assert set(curves.epoch) == {1}
     ptb = results[results.task == "ptb"]
     assert (ptb.held_in > 1).all() and (ptb.held_in != ptb.valid).all()  # scored on training text, not validation
@@ -284,3 +285,10 @@ def test_auto_forms_names_the_case_iii_shapes_the_auto_kernel_measured(monkeypat
     table = structured_dropout.auto_forms(settings(p=0.5))
     assert table.projection.tolist() == ["35x20x650 -> 2600", "35x20x650 -> 10000"]
     assert table.iloc[1][["forward", "backward-data", "backward-weight"]].tolist() == ["per-draw", "batched", "dense"]
+
+
+@pytest.mark.parametrize("name, value", [("ptb_optimizer", "lbfgs"), ("ptb_schedule", "cosine"),
+                                         ("conll_schedule", "step")])
+def test_an_unknown_recipe_is_rejected_naming_its_parameter(name, value):
+    with pytest.raises(ValueError, match=f"parameter '{name}' must be one of"):
+        structured_dropout.accuracy_runs(settings(**{name: value}))

