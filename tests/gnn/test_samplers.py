@@ -166,20 +166,54 @@ def test_cluster_gcn_covers_every_training_node_once_per_epoch():
     assert torch.equal(torch.sort(torch.cat(seen)).values, torch.sort(data.train_idx).values)
 
 
-def test_graphsaint_normalisation_matches_its_definition():
-    # path 0-1-2-3 with self loops; three pre-drawn node sets
-    graph = G.CSRGraph.from_edge_index(torch.tensor([[0, 1, 2], [1, 2, 3]]), 4)
+def test_graphsaint_normalisation_matches_its_authors_estimator():
+    # path 0-1-2-3 and an edge 0-3, self loops, node 4 alone; three pre-drawn node sets, none with node 4
+    graph = G.CSRGraph.from_edge_index(torch.tensor([[0, 1, 2, 0], [1, 2, 3, 3]]), 5)
     samples = [torch.tensor([0, 1]), torch.tensor([1, 2, 3]), torch.tensor([0, 1, 2])]
-    loss_norm, alpha = G.saint_norms(graph, samples, num_train=2)
-    # C_v = [2, 3, 2, 1]; lambda_v = C_v / 3; loss norm = 1 / (lambda_v * 2)
-    assert torch.allclose(loss_norm, 3.0 / (2.0 * torch.tensor([2.0, 3, 2, 1])))
-    expected = {  # alpha_uv = C_uv / C_u for every stored entry (u = row)
-        (0, 0): 2 / 2, (0, 1): 2 / 2, (1, 0): 2 / 3, (1, 1): 3 / 3, (1, 2): 2 / 3,
-        (2, 1): 2 / 2, (2, 2): 2 / 2, (2, 3): 1 / 2, (3, 2): 1 / 1, (3, 3): 1 / 1,
+    loss_norm, aggregation = G.saint_norms(graph, samples, num_train=2)
+    # C_v = [2, 3, 2, 1, 0 -> 0.1]; loss norm = draws / C_v / num_train
+    assert torch.allclose(loss_norm, 3.0 / (2.0 * torch.tensor([2.0, 3, 2, 1, 0.1])))
+    expected = {  # C_u / C_uv per stored entry (u = row); never together: the 1e4 cap; 0 / 0: 0.1
+        (0, 0): 2 / 2, (0, 1): 2 / 2, (0, 3): 1e4, (1, 0): 3 / 2, (1, 1): 3 / 3, (1, 2): 3 / 2,
+        (2, 1): 2 / 2, (2, 2): 2 / 2, (2, 3): 2 / 1, (3, 0): 1e4, (3, 2): 1 / 1, (3, 3): 1 / 1, (4, 4): 0.1,
     }
+    assert graph.num_edges == len(expected)
     for (u, v), value in expected.items():
         pos = graph.indptr[u] + (graph.indices[graph.indptr[u]: graph.indptr[u + 1]] == v).nonzero()[0, 0]
-        assert alpha[pos] == pytest.approx(value), (u, v)
+        assert aggregation[pos] == pytest.approx(value), (u, v)
+
+
+def test_graphsaint_counts_converge_to_the_exact_probabilities():
+    graph = random_graph(40, 160, seed=3)
+    exact = G.SaintNode(graph, torch.arange(20), 2, budget=12, generator=torch.Generator())
+    counted = G.SaintNode(graph, torch.arange(20), 2, budget=12, generator=torch.Generator().manual_seed(0),
+                          coverage=3000, normalisation="counted")
+    assert torch.allclose(counted.loss_norm, exact.loss_norm, rtol=0.05)
+    assert torch.allclose(counted.aggregation, exact.aggregation, rtol=0.1)
+    with pytest.raises(ValueError, match="normalisation must be one of"):
+        G.SaintNode(graph, torch.arange(20), 2, budget=12, generator=torch.Generator(), normalisation="guess")
+
+
+def test_graphsaint_aggregation_is_unbiased_on_a_small_graph():
+    """Zeng et al.'s Proposition: given v in the subgraph, the normalised aggregation sum_u P_vu x_u / alpha_uv is an
+    unbiased estimate of the full graph's (P x)_v; without the normalisation the subgraph aggregates a small share
+    of the full sum."""
+    graph = random_graph(40, 160, seed=3)
+    sampler = G.SaintNode(graph, torch.arange(40), 2, budget=12, generator=torch.Generator().manual_seed(0))
+    x = torch.rand(40, dtype=torch.float64, generator=torch.Generator().manual_seed(1)) + 0.5
+    full = torch.zeros(40, dtype=torch.float64).index_add_(0, graph.rows, graph.values.double() * x[graph.indices])
+    normalised, plain, present = (torch.zeros(40, dtype=torch.float64) for _ in range(3))
+    generator = torch.Generator().manual_seed(2)
+    for _ in range(4000):
+        nodes = sampler.draw_nodes(generator)
+        rows, cols, pos = G.induced_entries(graph, nodes)
+        terms = graph.values[pos].double() * x[nodes[cols]]
+        normalised.index_add_(0, nodes[rows], terms * sampler.aggregation[pos].double())
+        plain.index_add_(0, nodes[rows], terms)
+        present[nodes] += 1
+    error = (normalised / present / full - 1).abs()
+    assert error.max() < 0.08, error.max()
+    assert (plain / present / full).mean() < 0.6
 
 
 def test_ladies_as_its_code_keeps_every_row_and_its_full_sum():
@@ -206,5 +240,6 @@ def test_graphsaint_pre_draws_until_its_coverage(monkeypatch):
         return original(graph_, samples, num_train)
 
     monkeypatch.setattr(G, "saint_norms", spy)
-    G.SaintNode(graph, torch.arange(100), 2, budget=20, generator=torch.Generator().manual_seed(0), coverage=30)
+    G.SaintNode(graph, torch.arange(100), 2, budget=20, generator=torch.Generator().manual_seed(0), coverage=30,
+                normalisation="counted")
     assert drawn[0] >= 30 * 200

@@ -61,10 +61,28 @@ def test_best_at_small_batches_pairs_seeds_and_keeps_small_batches():
     assert measured.per_setting["g B=64"] == pytest.approx(0.01)
     assert measured.per_setting_interval["g B=64"][0] > 0  # paired by seed: the seeds' spread cancels
     assert "g B=64 LADIES" in measured.note and verdict(CLAIMS["C4"], measured)[0] == "holds"
+    assert measured.note.startswith("the rival, best on the other seeds")
     scores.loc[scores.sampler == "MVS-GNN", "test_score"] -= 0.02
     assert verdict(CLAIMS["C4"], mvs_gnn.best_at_small_batches(scores, 256))[0] == "fails"
     scores.loc[scores.sampler == "MVS-GNN", "test_score"] += 0.02 + 0.05 * (scores.seed - 1.5)  # mean +0.01, noisy
     assert verdict(CLAIMS["C4"], mvs_gnn.best_at_small_batches(scores, 256))[0] == "inconclusive"
+
+
+def test_the_rival_of_a_seed_is_chosen_on_the_other_seeds():
+    """Two rivals equally good but noisy: the best of them after the fact beats MVS-GNN by the noise alone; chosen
+    on the other seeds, the rival of each seed is the one that seed did not favour."""
+    index = pd.MultiIndex.from_tuples([("g", 64, seed) for seed in range(3)], names=["graph", "batch_size", "seed"])
+    others = pd.DataFrame({"A": [0.9, 0.5, 0.5], "B": [0.5, 0.8, 0.65]}, index=index)
+    assert mvs_gnn.held_out_rivals(others).tolist() == ["B", "A", "A"]  # seed 0: B's 0.725 over A's 0.5 on seeds 1-2
+    rows = [("g", 64, name, seed, score) for seed in range(3)
+            for name, score in (("MVS-GNN", 0.7), ("A", others.A.iloc[seed]), ("B", others.B.iloc[seed]))]
+    scores = pd.DataFrame(rows, columns=["graph", "batch_size", "sampler", "seed", "test_score"])
+    held_out = mvs_gnn.best_at_small_batches(scores, 256).per_setting["g B=64"]
+    assert held_out == pytest.approx((0.7 - 0.5 + 0.7 - 0.5 + 0.7 - 0.5) / 3)
+    after_the_fact = (0.7 - 0.5 + 0.7 - 0.8 + 0.7 - 0.65) / 3  # B, the best by mean over all seeds (0.65 > 0.633)
+    assert held_out > after_the_fact + 0.1
+    with pytest.raises(ValueError, match="at least two seeds"):
+        mvs_gnn.held_out_rivals(others.iloc[:1])
 
 
 def test_below_uniform_averages_each_epoch_then_takes_the_median_epoch():

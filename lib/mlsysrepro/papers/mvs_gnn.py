@@ -337,7 +337,7 @@ def mvs_vs_uniform(settings) -> pd.DataFrame:
 def sampler_throughput(settings) -> pd.DataFrame:
     """Mini-batches per second of each sampler (batch 512, 2 layers) on synthetic graphs of growing size.
 
-    Only ``sample()`` is timed; set-up (METIS, GraphSAINT's pre-sampling) and MVS-GNN's checkpoint
+    Only ``sample()`` is timed; set-up (METIS, GraphSAINT's normalisations) and MVS-GNN's checkpoint
     are not (the benchmark ``benchmarks/gnn_samplers.py`` reports MVS-GNN's amortised cost).
     Cluster-GCN is skipped above ``scaling_metis_limit`` nodes: METIS into clusters of 128 nodes
     would then dominate the notebook's time budget.
@@ -409,7 +409,8 @@ CLAIMS = (
           over=FIG2, min_share=2 / 3),
     Claim("C4", "At small batch sizes MVS-GNN has the best test score", where="Table 3",
           paper_value="best at batch 256 on all 4 graphs", unit="MVS-GNN's test score minus the best other sampler's "
-          "(the best by mean), mean over seeds of the paired differences", rule=above(0.0),
+          "(per seed, the best by mean over the other seeds), mean over seeds of the paired differences",
+          rule=above(0.0),
           over="every graph x batch size <= 256 of Table 3", min_share=2 / 3),
     Claim("C5", "MVS-GNN's per-iteration cost stays within a small factor of the cheapest sampler", where="Table 4",
           paper_value=float(PAPER_TABLE4.set_index("sampler")["total"]["MVS-GNN"]
@@ -483,18 +484,30 @@ def below_uniform(epochs: pd.DataFrame, resamples: int = 2000) -> Measurement:
     return across(medians, note="; ".join(parts))
 
 
+def held_out_rivals(others: pd.DataFrame) -> pd.Series:
+    """Per row of ``others`` (indexed by graph, batch size, seed; one column per sampler), the sampler with the best
+    mean score over the *other* seeds of its setting: the rival a seed is compared with is chosen without its own
+    score, so picking the best of several rivals after the fact does not bias the comparison towards them."""
+    groups = others.groupby(level=["graph", "batch_size"])
+    totals, counts = groups.transform("sum"), groups.transform("count")
+    if (counts < 2).any().any():
+        raise ValueError("a held-out rival needs at least two seeds per setting")
+    return ((totals - others) / (counts - 1)).idxmax(axis=1)
+
+
 def best_at_small_batches(scores: pd.DataFrame, max_batch: int) -> Measurement:
-    """Claim C4: per (graph, batch size <= ``max_batch``) of :func:`score_vs_batch_size`, MVS-GNN's test score minus
-    the best other sampler's (the best by mean over seeds), paired by seed; the mean over seeds per setting with its
-    interval, judged over the settings."""
+    """Claim C4: per (graph, batch size <= ``max_batch``) of :func:`score_vs_batch_size` and seed, MVS-GNN's test
+    score minus the rival's, the best other sampler on the remaining seeds (:func:`held_out_rivals`); the mean over
+    seeds per setting with its interval, judged over the settings."""
     small = scores[scores.batch_size <= max_batch]
     wide = small.pivot_table(index=["graph", "batch_size", "seed"], columns="sampler", values="test_score")
     others = wide.drop(columns="MVS-GNN")
-    best = others.groupby(level=["graph", "batch_size"]).mean().idxmax(axis=1)
-    rival = [others.loc[key, best[key[:2]]] for key in wide.index]
+    rivals = held_out_rivals(others)
+    rival = [others.loc[key, name] for key, name in rivals.items()]
     per_seed = wide["MVS-GNN"] - pd.Series(rival, index=wide.index)
-    return across_seeds(_by_setting(per_seed), note="the best other: " + ", ".join(
-        f"{name} {sampler}" for name, sampler in zip(_setting_names(best.index).values(), best)))
+    chosen = rivals.groupby(level=["graph", "batch_size"]).agg(lambda names: ", ".join(sorted(set(names))))
+    return across_seeds(_by_setting(per_seed), note="the rival, best on the other seeds: " + "; ".join(
+        f"{name} {sampler}" for name, sampler in zip(_setting_names(chosen.index).values(), chosen)))
 
 
 def loss_rise(fig3_frame: pd.DataFrame) -> pd.DataFrame:
