@@ -80,3 +80,17 @@ def test_only_the_report_imports_the_drawing_modules_whose_edits_keep_the_caches
         if name not in allowed:
             assert not _imports(name, path) & DRAWING_MODULES, (
                 f"{path.relative_to(LIBRARY)} imports a drawing module, which the cache key leaves out")
+
+
+def test_no_cached_computation_names_its_code_by_hand():
+    """A cache key hashes the module of the function that computes the entry, with everything it imports; a
+    ``source=`` naming another module by hand would leave the closure that actually runs out of the key (an edit to
+    it would be served the old entry). Only TaskRunner.cached_map passes it, with the task function's own module."""
+    import ast
+
+    for path in modules():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) == "cached":
+                named = [k for k in node.keywords if k.arg == "source"]
+                ok = all(isinstance(k.value, ast.Attribute) and k.value.attr == "__module__" for k in named)
+                assert ok, f"{path.relative_to(LIBRARY)}:{node.lineno} names the cached code by hand"

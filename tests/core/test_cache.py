@@ -104,6 +104,26 @@ def test_a_flipped_byte_is_caught_and_recomputed_with_a_warning_naming_the_file(
     assert torch.equal(read_entry(path)["w"], value["w"])  # and the entry is whole again
 
 
+def test_a_cache_that_cannot_be_written_keeps_the_result_and_warns_once_with_the_path(monkeypatch):
+    import warnings
+
+    def full_disk(path, value):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(cache_module, "write_entry", full_disk)
+    monkeypatch.setattr(cache_module, "_WARNED_UNWRITABLE", False)
+    calls = []
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 23})
+    path = cache_path("unwritable", settings, ["n"])
+    with pytest.warns(UserWarning, match=f"cannot write the cache entry {path} .*No space left on device"):
+        value = cached("unwritable", settings, counting(calls), knobs=["n"])
+    assert len(calls) == 1 and torch.equal(value["w"], torch.arange(3.0))  # the run keeps what it computed
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process: a second entry that fails is silent
+        assert torch.equal(cached("unwritable too", settings, counting(calls), knobs=["n"])["w"], torch.arange(3.0) * 2)
+    assert not path.exists()
+
+
 def test_a_truncated_entry_is_recomputed():
     calls = []
     settings, path = _entry(calls, 17)
@@ -162,8 +182,7 @@ def test_the_code_hash_follows_the_modules_a_producer_imports(tmp_path, monkeypa
     monkeypatch.setattr(cache_module, "PACKAGE_DIR", package)
     template = "mlsysrepro.papers.template"
 
-    def fresh():
-        source_hash.cache_clear()
+    def fresh():  # read at call time: no cache to clear, as in a live kernel after an edit
         return source_hash(template)
 
     before = fresh()
@@ -177,4 +196,3 @@ def test_the_code_hash_follows_the_modules_a_producer_imports(tmp_path, monkeypa
     assert fresh() == after_template  # a drawing module computes nothing a cache holds
     (package / "core" / "progress.py").write_text((package / "core" / "progress.py").read_text() + "\n# edit\n")
     assert fresh() != after_template  # the template imports core.progress
-    source_hash.cache_clear()

@@ -1,3 +1,4 @@
+import gc
 import json
 import math
 
@@ -228,8 +229,26 @@ def test_results_json_is_byte_identical_across_runs(tmp_path, monkeypatch):
 
 
 def test_default_scale_writes_to_committed_figures(tmp_path, monkeypatch):
+    from mlsysrepro.core import paths
+
     report = make_report(tmp_path, monkeypatch, (), scale="default")
     assert report.out_dir.parts[-2:] == ("figures", "toy") and tmp_path not in report.out_dir.parents
+    paths.failure_marker("toy", "default").unlink()  # the unfinished run's marker, in the committed figures/
+
+
+def test_a_run_is_marked_unfinished_until_it_saves(tmp_path, monkeypatch):
+    """A notebook that fails outside run_all (papermill, JupyterLab) leaves the marker its Report wrote when it
+    started, so its last saved claims read as stale; a run that saves removes it."""
+    from mlsysrepro.core import paths
+
+    report = make_report(tmp_path, monkeypatch, TOY_CLAIMS[:1])
+    marker = paths.failure_marker("toy", "smoke")
+    assert marker.exists() and "has not reached report.save()" in marker.read_text()
+    report.judge("C1", Measurement(1.0))
+    report.save()
+    assert not marker.exists()
+    make_report(tmp_path, monkeypatch, TOY_CLAIMS[:1])  # the next run dies before saving
+    assert marker.exists()
 
 
 def test_timings_are_kept_apart_and_dropped_for_comparison(tmp_path, monkeypatch):
@@ -273,13 +292,47 @@ def test_figures_and_results_reach_the_folder_together_only_when_the_run_saves(t
     interrupted = run(["fig1_a", "fig3_c"], save=False)  # a run that dies before report.save()
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the previous run's files, all whole
     assert (interrupted.staging_dir / "fig3_c.svg").exists()
-    last = run(["fig3_c"], save=False)  # the next run clears what the interrupted one staged, and replaces the folder
+    last = run(["fig3_c"], save=False)  # the next run replaces the folder, and leaves the interrupted one's alone
     last.save()
     assert sorted(p.name for p in out.iterdir()) == ["fig3_c.png", "fig3_c.svg", "results.json"]
     last.save()  # saving again (the last cell re-run) keeps this run's figures
     assert sorted(p.name for p in out.iterdir()) == ["fig3_c.png", "fig3_c.svg", "results.json"]
-    assert not interrupted.staging_dir.exists()
     assert json.loads((out / "results.json").read_text())["figures"] == ["fig3_c.png"]
+    staged = interrupted.staging_dir
+    assert staged.exists()
+    del interrupted  # the run that never saved is gone (its kernel restarted, its object collected): so is its folder
+    gc.collect()
+    assert not staged.exists()
+    assert sorted(p.name for p in out.parent.iterdir()) == ["toy"]  # no staging or previous folder left behind
+
+
+def test_two_interleaved_runs_never_mix_their_figures(tmp_path, monkeypatch):
+    """Two runs of one paper and scale in one process (two seeds): each stages its own figures, and the folder holds
+    the run that saved last, whole: its results.json and only its figures."""
+    import matplotlib.pyplot as plt
+
+    def figure(report, name, height):
+        fig, ax = plt.subplots()
+        ax.plot([0, 1], [0, height])
+        ax.set(xlabel="step", ylabel="loss (nats)", title=f"{name} (Fig. 1)")
+        report.savefig(fig, name)
+        plt.close(fig)
+
+    monkeypatch.setenv("MLSYSREPRO_BUILD_DIR", str(tmp_path))
+    seed0, seed1 = (Report(resolve("toy", PRESETS, {"scale": "smoke", "seed": seed}), title="Toy",
+                           claims=TOY_CLAIMS[:1]) for seed in (0, 1))
+    figure(seed0, "fig1_a", 1)
+    figure(seed1, "fig1_a", 2)
+    figure(seed1, "fig2_b", 3)
+    assert seed0.staging_dir != seed1.staging_dir and (seed0.staging_dir / "fig1_a.png").exists()
+    for report in (seed1, seed0):
+        report.judge("C1", Measurement(1.0))
+    drawn_by_seed0 = (seed0.staging_dir / "fig1_a.png").read_bytes()
+    out = seed1.save().parent
+    assert seed0.save().parent == out
+    assert json.loads((out / "results.json").read_text())["seed"] == 0
+    assert sorted(p.name for p in out.iterdir()) == ["fig1_a.png", "fig1_a.svg", "results.json"]
+    assert (out / "fig1_a.png").read_bytes() == drawn_by_seed0
 
 
 def test_findings_are_recorded_with_their_section_times_and_timed_ones_kept_apart(tmp_path, monkeypatch):

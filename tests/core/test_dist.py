@@ -102,6 +102,8 @@ LAUNCHERS = {
     "dist.launch": "from tests.core.test_dist import sleeps_and_writes_its_pid as work\n"
                    "from mlsysrepro.core.dist import launch\n"
                    "launch(work, 2, args=({folder!r},), timeout=300)\n",
+    "torchrun": "from torch.distributed.run import main\n"
+                "main(['--standalone', '--nproc-per-node', '2', '-m', 'tests.core.torchrun_rank', {folder!r}])\n",
     "TaskRunner": "from tests.core.test_dist import a_task_that_sleeps as work\n"
                   "from mlsysrepro.core.tasks import TaskRunner\n"
                   "TaskRunner(workers=2).map(work, [{folder!r}] * 2)\n",

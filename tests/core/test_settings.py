@@ -1,7 +1,7 @@
 import pytest
 
 from mlsysrepro.core.cache import cache_key
-from mlsysrepro.core.settings import injected_parameter_names, resolve, resolve_notebook
+from mlsysrepro.core.settings import Above, injected_parameter_names, resolve, resolve_notebook
 
 PRESETS = {
     "smoke": dict(epochs=2, lr=0.1, name="a", layers=[1, 2], flag=False),
@@ -113,6 +113,15 @@ def test_declared_ranges_bound_every_value_and_every_preset():
         resolve("p", presets, {"scale": "smoke"}, {"n": (4, None)})  # the presets themselves are checked
     with pytest.raises(ValueError, match=r"ranges given for \['m'\]"):
         resolve("p", presets, {"scale": "smoke"}, {"m": (0, 1)})
+
+
+def test_an_exclusive_lower_bound_refuses_the_degenerate_value():
+    ranges = {"lr": (Above(0), None), "p": (Above(0), 1)}
+    assert resolve("p", PRESETS, {"scale": "smoke", "lr": 1e-9}, {"lr": ranges["lr"]}).lr == 1e-9
+    with pytest.raises(ValueError, match=r"parameter 'lr' must be > 0, got 0"):
+        resolve("p", PRESETS, {"scale": "smoke", "lr": 0.0}, {"lr": ranges["lr"]})
+    with pytest.raises(ValueError, match=r"parameter 'lr' must be > 0 and <= 1, got 2.0"):
+        resolve("p", PRESETS, {"scale": "smoke", "lr": 2.0}, {"lr": ranges["p"]})
 
 
 def test_with_values_changes_knobs_and_refuses_unknown_names():

@@ -1,3 +1,6 @@
+from pathlib import Path
+
+import pytest
 import torch
 
 from mlsysrepro.gnn.datasets import contextual_sbm
@@ -58,3 +61,33 @@ def test_a_tampered_processed_file_is_rebuilt_from_the_verified_raw_files():
     torch.save(stored, processed / "data.pt")
     assert Planetoid(str(fetch("cora")), "Cora", split="full")[0].x[0, 0] == original[0, 0] + 1.0  # PyG trusts it
     assert torch.equal(load_graph("cora").x, original)
+
+
+def test_a_truncated_processed_file_is_rebuilt_before_pyg_loads_it(tmp_path):
+    """A run killed while PyG wrote processed/data.pt leaves a truncated file that torch.load cannot read: it is
+    deleted and built again, never loaded (and never met with the advice to load it with weights_only=False)."""
+    from mlsysrepro.gnn.datasets import PROCESSED_RECORD, verified_pyg
+
+    class Dataset:  # what a PyG dataset does: load processed/data.pt if it is there, else build it from raw
+        builds = 0
+
+        def __init__(self, root):
+            self.processed_dir = f"{root}/Toy/processed"
+            path = Path(self.processed_dir) / "data.pt"
+            if path.exists():
+                self.data = torch.load(path)
+            else:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                self.data = torch.arange(1000)
+                torch.save(self.data, path)
+                Dataset.builds += 1
+
+    assert torch.equal(verified_pyg(Dataset, tmp_path).data, torch.arange(1000)) and Dataset.builds == 1
+    assert (tmp_path / "Toy" / "processed" / PROCESSED_RECORD).exists()
+    verified_pyg(Dataset, tmp_path)
+    assert Dataset.builds == 1  # a recorded folder is read as it is
+    data = tmp_path / "Toy" / "processed" / "data.pt"
+    data.write_bytes(data.read_bytes()[:100])  # truncated
+    with pytest.raises(Exception):
+        torch.load(data)
+    assert torch.equal(verified_pyg(Dataset, tmp_path).data, torch.arange(1000)) and Dataset.builds == 2

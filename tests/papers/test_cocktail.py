@@ -162,3 +162,15 @@ def test_an_unknown_assumption_is_named():
     central = pd.DataFrame({"policy": ["cocktail"]})
     assert cocktail.comparison_under(settings, "slot_speed", 1.0, central) is central
     assert cocktail.comparison_under(settings, "clipper_pool", settings.clipper_pool, central) is central
+
+
+@pytest.mark.parametrize("knobs, message", [
+    ({"main_class": 7}, r"parameter 'main_class' must be an index of `classes`, 0 to 1, got 7"),
+    ({"main_trace": "nosuch"}, r"parameter 'main_trace' must be one of `traces` \['openb_folded'\], got 'nosuch'"),
+    ({"traces": ["openb_folded", "nosuch"]}, r"parameter 'traces' must name traces of"),
+    ({"seeds": []}, r"parameter 'seeds' must not be empty"),
+])
+def test_knobs_that_disagree_are_refused_naming_the_parameter(knobs, message):
+    settings = resolve("cocktail", cocktail.PRESETS, {"scale": "smoke", **knobs}, cocktail.RANGES)
+    with pytest.raises(ValueError, match=message):
+        cocktail.check_knobs(settings)

@@ -8,7 +8,7 @@ import nbformat
 import pytest
 
 from mlsysrepro import catalog
-from mlsysrepro.core.settings import COMMON, validate_presets
+from mlsysrepro.core.settings import COMMON, Above, validate_presets
 
 WITH_NOTEBOOKS = [p for p in (*catalog.PAPERS, catalog.TEMPLATE) if p.notebook.exists()]
 
@@ -53,3 +53,16 @@ def test_every_count_and_probability_has_a_declared_range_that_the_notebook_chec
     assert numeric <= set(module.RANGES), f"numeric knobs without a range: {sorted(numeric - set(module.RANGES))}"
     source = "".join(c.source for c in nbformat.read(paper.notebook, as_version=4).cells)
     assert ".RANGES)" in source, "the notebook passes its module's RANGES to resolve_notebook"
+
+
+@pytest.mark.parametrize("paper", WITH_NOTEBOOKS, ids=[p.name for p in WITH_NOTEBOOKS])
+def test_every_learning_rate_refuses_zero(paper):
+    """A rate of 0 trains nothing and every accuracy would read as chance, with verdicts still issued: each
+    learning-rate knob's range must exclude it (``Above(0)``, or a positive lower bound)."""
+    module = paper.module()
+    rates = [name for name in module.PRESETS["default"]
+             if name == "lr" or name.endswith(("_lr", "_lrs")) or name == "learning_rate"]
+    for name in rates:
+        low = module.RANGES[name][0]
+        refuses_zero = low.value >= 0 if isinstance(low, Above) else low is not None and low > 0
+        assert refuses_zero, f"{name}'s range {module.RANGES[name]} admits a rate of 0"

@@ -4,7 +4,8 @@ An artifact is keyed by the run's seed, the values of an explicit list of the kn
 the **source of the code that computes it**: the module that defines ``compute`` and every module of this package
 it imports, directly or through others (:func:`source_hash`), plus the data registry (``datasets.json``, the
 checksums of every dataset). Editing any of that code or data gives new keys, so no entry outlives the code that
-made it; a change outside it (a notebook, another paper's module, an installed library's version) does not. A knob
+made it; a change outside it (a notebook, another paper's module, an installed library's version) does not. The
+sources are read at every call, so editing and reloading a module in a live kernel rekeys its entries too. A knob
 that does not change the artifact (a worker count, a speed measurement's size) is left out of the list, so
 changing it never invalidates the cache. ``use_cache=False`` (every notebook's parameter) recomputes and
 overwrites each entry once per process: an entry this process has itself recomputed is read back (a notebook that
@@ -15,13 +16,13 @@ asks twice for the same comparison computes it once), an entry from before is ne
 An entry is one file, written atomically: a header with the SHA-256 of its payload, then the payload. On read the
 hash is checked and the payload loaded with ``torch.load(weights_only=True)`` -- tensors and plain data only, never
 a pickled object that could run code; data frames are stored as their columns (:func:`encode`). An entry that
-fails either check is recomputed, with a warning that names the file.
+fails either check is recomputed, with a warning that names the file. An entry that cannot be written (a read-only
+``data/``, a full disk) costs the next run a recomputation, never this run its result: one warning names the file.
 """
 
 from __future__ import annotations
 
 import ast
-import functools
 import hashlib
 import io
 import json
@@ -55,11 +56,24 @@ def _module_file(name: str) -> Path | None:
     return None
 
 
-def _imports(name: str, path: Path) -> set[str]:
-    """The modules of this package that ``name`` (at ``path``) imports, read from its source."""
+def _imports(name: str, path: Path, source: bytes | None = None) -> set[str]:
+    """The modules of this package that ``name`` (at ``path``) imports, read from its ``source`` (the file's bytes
+    by default); parsed once per distinct source (:data:`_PARSED`)."""
+    source = path.read_bytes() if source is None else source
+    key = (name, hashlib.sha256(source).digest())
+    if key not in _PARSED:
+        _PARSED[key] = _parse_imports(name, path, source)
+    return _PARSED[key]
+
+
+#: (module, SHA-256 of its source) -> the package modules it imports: a file is parsed again only once it changed.
+_PARSED: dict[tuple[str, bytes], set[str]] = {}
+
+
+def _parse_imports(name: str, path: Path, source: bytes) -> set[str]:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -78,25 +92,29 @@ def _imports(name: str, path: Path) -> set[str]:
 DRAWING_MODULES = frozenset({f"{PACKAGE}.core.plots"})
 
 
-@functools.lru_cache(maxsize=None)
 def source_hash(module: str | None = None) -> str:
     """SHA-256 of the source of ``module`` and of every module of this package it imports, transitively, and of
     the data registry; None or a module outside the package (a notebook's ``__main__``, a test) hashes the whole
-    package. :data:`DRAWING_MODULES` are left out."""
+    package. :data:`DRAWING_MODULES` are left out. The files are read at every call, so a module edited and
+    reloaded in a live kernel rekeys its entries (only the parse of an unchanged file is remembered)."""
     if module is None or not module.startswith(PACKAGE + ".") or _module_file(module) is None:
         files = sorted(set(PACKAGE_DIR.rglob("*.py")) - {_module_file(name) for name in DRAWING_MODULES})
+        sources = {path: path.read_bytes() for path in files}
     else:
-        seen, todo = set(), [module]
+        sources, seen, todo = {}, set(), [module]
         while todo:
             name = todo.pop()
             if name in seen:
                 continue
             seen.add(name)
-            todo.extend(_imports(name, _module_file(name)) - DRAWING_MODULES)
-        files = sorted({_module_file(name) for name in seen})
+            path = _module_file(name)
+            sources[path] = path.read_bytes()
+            todo.extend(_imports(name, path, sources[path]) - DRAWING_MODULES)
+    registry = PACKAGE_DIR / "core" / "datasets.json"
     digest = hashlib.sha256()
-    for path in files + [PACKAGE_DIR / "core" / "datasets.json"]:
-        digest.update(str(path.relative_to(PACKAGE_DIR)).encode() + b"\0" + path.read_bytes() + b"\0")
+    for path in sorted(sources) + [registry]:
+        source = sources[path] if path in sources else path.read_bytes()
+        digest.update(str(path.relative_to(PACKAGE_DIR)).encode() + b"\0" + source + b"\0")
     return digest.hexdigest()
 
 
@@ -234,6 +252,18 @@ def read_entry(path: Path) -> Any:
 
 #: The entries this process recomputed with ``use_cache=False``: with it false they, and only they, are read back.
 _WRITTEN: set[Path] = set()
+#: Whether this process has already warned that it cannot write the cache (read-only ``data/``, a full disk).
+_WARNED_UNWRITABLE = False
+
+
+def _keep_unwritten(path: Path, error: OSError) -> None:
+    """A cache entry that cannot be written costs the next run a recomputation, not this run its result: warn once
+    per process, naming the file and the error."""
+    global _WARNED_UNWRITABLE
+    if not _WARNED_UNWRITABLE:
+        _WARNED_UNWRITABLE = True
+        warnings.warn(f"cannot write the cache entry {path} ({error}); this run keeps its results, but the next "
+                      f"one will compute them again (further entries that fail are not reported)", stacklevel=3)
 
 
 def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: Iterable[str],
@@ -253,7 +283,11 @@ def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: 
         except (CorruptEntry, OSError) as error:
             warnings.warn(f"cache entry {path} is not usable ({error}); recomputing it", stacklevel=2)
     value = compute()
-    write_entry(path, value)
+    try:
+        write_entry(path, value)
+    except OSError as error:
+        _keep_unwritten(path, error)
+        return value
     if not settings.use_cache:
         _WRITTEN.add(path)
     return value

@@ -39,13 +39,16 @@ same bytes; it refuses to write while a declared claim is unjudged.
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import operator
 import os
 import shutil
 import time
+import uuid
 import warnings
+import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -628,7 +631,17 @@ class Report:
         if len(set(ids)) != len(ids):
             raise ValueError(f"claim ids declared twice: {sorted({i for i in ids if ids.count(i) > 1})}")
         self.declared = {c.id: c for c in self.claims}
-        shutil.rmtree(self.staging_dir, ignore_errors=True)  # what an interrupted run left behind
+        # one staging folder per run: two runs of a paper and scale (two seeds in one kernel, two processes) never
+        # share or delete each other's staged figures; the folder goes with its Report if that never saves
+        self._staging = self.out_dir.parent / f".{self.out_dir.name}.staging-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+        weakref.finalize(self, shutil.rmtree, str(self._staging), True)
+        _remove_abandoned(self.out_dir)
+        # the notebook marks its own run as unfinished until save() (under papermill or JupyterLab as under run_all):
+        # a run that stops before it leaves the marker, and the last saved claims read as stale, not current
+        marker = paths.failure_marker(self.settings.paper, self.settings.scale)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"a run started at {time.strftime('%Y-%m-%d %H:%M:%S')} (pid {os.getpid()}) and has not "
+                          "reached report.save()\n")
         self._section_start = time.perf_counter()
 
     @property
@@ -637,8 +650,9 @@ class Report:
 
     @property
     def staging_dir(self) -> Path:
-        """Where this run's figures wait until :meth:`save` moves them into :attr:`out_dir` with results.json."""
-        return self.out_dir.parent / f".{self.out_dir.name}.staging"
+        """Where this run's figures wait until :meth:`save` moves them into :attr:`out_dir` with results.json: a
+        folder of this run's own."""
+        return self._staging
 
     def metric(self, name: str, value: Any, timing: bool = False) -> Any:
         """Record a measured quantity (a number, or a nested dict/list of numbers).
@@ -815,14 +829,44 @@ class Report:
                 if not staged.exists() and moved.exists():
                     shutil.copy2(moved, staged)
         (self.staging_dir / "results.json").write_text(json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n")
-        previous = self.out_dir.parent / f".{self.out_dir.name}.previous"
-        shutil.rmtree(previous, ignore_errors=True)
-        if self.out_dir.exists():
-            os.replace(self.out_dir, previous)
-        os.replace(self.staging_dir, self.out_dir)
+        previous = self.staging_dir.with_name(self.staging_dir.name.replace(".staging-", ".previous-"))
+        while True:  # the newest complete run wins: another run may put its folder in place between two renames
+            shutil.rmtree(previous, ignore_errors=True)
+            try:
+                os.replace(self.out_dir, previous)
+            except FileNotFoundError:
+                pass
+            try:
+                os.replace(self.staging_dir, self.out_dir)
+                break
+            except OSError as error:
+                if error.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
         shutil.rmtree(previous, ignore_errors=True)
         paths.failure_marker(self.settings.paper, self.settings.scale).unlink(missing_ok=True)
         return self.out_dir / "results.json"
+
+
+def _remove_abandoned(out_dir: Path) -> None:
+    """Delete the staging and previous folders of ``out_dir`` that runs of processes no longer alive left behind
+    (and the one shared staging folder of older versions)."""
+    for folder in out_dir.parent.glob(f".{out_dir.name}.*"):
+        kind, _, owner = folder.name[len(out_dir.name) + 2:].partition("-")
+        pid = owner.partition("-")[0]
+        legacy = kind in ("staging", "previous") and not owner
+        dead = kind in ("staging", "previous") and pid.isdigit() and not _alive(int(pid))
+        if legacy or dead:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def load_results(path: Path) -> dict[str, Any]:

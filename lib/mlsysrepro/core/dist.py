@@ -12,7 +12,8 @@ each rank dies with its parent (:func:`mlsysrepro.core.orphans.die_with_parent`)
 
 :func:`init_from_env` is the same worker's entry point under ``torchrun``, which sets
 ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` (several hosts included);
-:func:`leave` is its exit, on every rank once the work is done.
+:func:`leave` is its exit, on every rank once the work is done. Its ranks too die with the process that
+started them, ``torchrun`` killed with SIGKILL included.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ def free_port() -> int:
 
 def init_from_env(timeout: float = 300.0, backend: str = "gloo") -> tuple[int, int]:
     """Join the process group that ``torchrun`` (or :func:`launch`) describes in the environment
-    (``backend``: ``"gloo"`` on CPUs, ``"nccl"`` with one GPU per process)."""
+    (``backend``: ``"gloo"`` on CPUs, ``"nccl"`` with one GPU per process). The rank dies with the process that
+    started it (:func:`mlsysrepro.core.orphans.die_with_parent`): a ``torchrun`` killed with SIGKILL, which runs no
+    cleanup of its own, leaves no rank training under PID 1."""
+    die_with_parent(os.getppid())
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout))
     return dist.get_rank(), dist.get_world_size()

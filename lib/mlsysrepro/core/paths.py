@@ -48,8 +48,9 @@ def output_dir(paper: str, scale: str) -> Path:
 
 
 def failure_marker(paper: str, scale: str) -> Path:
-    """A file beside the output folder that says the notebook's last run at ``scale`` failed (and why); the runner
-    writes it, a successful :meth:`mlsysrepro.core.claims.Report.save` removes it."""
+    """A file beside the output folder that says the notebook's last run at ``scale`` did not finish (and why): the
+    notebook's :class:`mlsysrepro.core.claims.Report` writes it when the run starts, the runner adds the error when
+    the notebook fails, and a successful :meth:`mlsysrepro.core.claims.Report.save` removes it (git ignores it)."""
     return figures_root(scale) / f".{paper}.failed"
 
 

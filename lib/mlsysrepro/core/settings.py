@@ -103,12 +103,27 @@ def _check_type(name: str, value: Any, kind: type) -> Any:
     return value
 
 
-def _check_range(name: str, value: Any, bounds: tuple[float | None, float | None]) -> None:
-    """Raise unless ``value`` (every element, for a list) lies within the inclusive ``bounds`` (None: unbounded)."""
+@dataclass(frozen=True)
+class Above:
+    """An exclusive lower bound in a ``RANGES`` entry: ``"lr": (Above(0), None)`` admits every rate above 0, so the
+    degenerate value (a learning rate of 0 trains nothing) is refused with the parameter's name."""
+
+    value: float
+
+    def __str__(self) -> str:
+        return f"> {self.value}"
+
+
+def _check_range(name: str, value: Any, bounds: tuple[float | Above | None, float | None]) -> None:
+    """Raise unless ``value`` (every element, for a list) lies within ``bounds``: inclusive, or exclusive where the
+    lower bound is :class:`Above` (None: unbounded)."""
     low, high = bounds
     for item in value if isinstance(value, (list, tuple)) else (value,):
-        if (low is not None and item < low) or (high is not None and item > high):
-            allowed = f">= {low}" if high is None else f"<= {high}" if low is None else f"in [{low}, {high}]"
+        below = item <= low.value if isinstance(low, Above) else low is not None and item < low
+        if below or (high is not None and item > high):
+            floor = str(low) if isinstance(low, Above) else f">= {low}"
+            allowed = (floor if high is None else f"<= {high}" if low is None
+                       else f"{floor} and <= {high}" if isinstance(low, Above) else f"in [{low}, {high}]")
             raise ValueError(f"parameter {name!r} must be {allowed}" + (" (each element)" if value is not item else "")
                              + f", got {value!r}")
 
@@ -142,7 +157,8 @@ def resolve(paper: str, presets: Mapping[str, Mapping[str, Any]], params: Mappin
 
     ``params`` holds the notebook's parameters; a knob whose value is ``None`` takes the
     preset's value. ``ranges`` (a paper module's ``RANGES``) gives a knob its inclusive bounds, ``(1, None)`` for
-    a count. Raises ``ValueError`` naming the offending parameter and what is allowed.
+    a count, or an exclusive lower one, ``(Above(0), None)`` for a learning rate. Raises ``ValueError`` naming the
+    offending parameter and what is allowed.
     """
     validate_presets(presets, ranges)
     allowed = sorted(set(COMMON) | set(presets["default"]))

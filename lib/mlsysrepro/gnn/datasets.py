@@ -73,20 +73,28 @@ def _processed_hashes(folder: Path) -> dict[str, str]:
             for path in sorted(folder.iterdir()) if path.is_file() and path.name != PROCESSED_RECORD}
 
 
+def _recorded(folder: Path) -> bool:
+    """Whether a ``processed/`` folder's files match the SHA-256s recorded when they were built."""
+    record = folder / PROCESSED_RECORD
+    return record.exists() and json.loads(record.read_text()) == _processed_hashes(folder)
+
+
 def verified_pyg(dataset_class, root: Path, *args, **kwargs):
     """``dataset_class(str(root), *args, **kwargs)`` (a PyG dataset) whose ``processed/`` files match the SHA-256s
-    recorded when they were built; files that do not match, or that have no record, are deleted and built again
-    from the verified raw files, and the new record written."""
+    recorded when they were built. The check comes before PyG loads anything: every ``processed/`` folder under
+    ``root`` whose files do not match, or that has no record (a run killed while PyG processed), is deleted, so PyG
+    builds it again from the verified raw files rather than ``torch.load``-ing a truncated or altered file; the new
+    record is written after the build."""
+    for folder in sorted(Path(root).rglob("processed")):
+        if folder.is_dir() and not _recorded(folder):
+            shutil.rmtree(folder)
     dataset = dataset_class(str(root), *args, **kwargs)
     folder = Path(dataset.processed_dir)
     record = folder / PROCESSED_RECORD
-    if record.exists() and json.loads(record.read_text()) == _processed_hashes(folder):
-        return dataset
-    shutil.rmtree(folder)
-    dataset = dataset_class(str(root), *args, **kwargs)  # PyG processes the raw files again
-    tmp = record.with_suffix(".tmp")
-    tmp.write_text(json.dumps(_processed_hashes(folder), indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, record)
+    if not record.exists():
+        tmp = record.with_suffix(".tmp")
+        tmp.write_text(json.dumps(_processed_hashes(folder), indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, record)
     return dataset
 
 

@@ -33,6 +33,7 @@ import torch
 
 from ..core.cache import cached
 from ..core.claims import CONSISTENCY, Claim, Measurement, Precondition, at_least, at_most, is_true
+from ..core.settings import Above
 from ..core.timing import interleaved, ratios
 from ..kvcache import schedules
 from ..kvcache.cache import BudgetedCache, FullCache
@@ -75,9 +76,11 @@ PRESETS = {
 RANGES = {
     "grid": (2, 8), "blank": (0, 0.95), "patch": (1, 8), "vit_dim": (1, None), "vit_layers": (1, None),
     "dim": (1, None), "layers": (2, None), "heads": (1, None), "kv_heads": (1, None), "ffn": (1, None),
-    "width": (1, None), "questions": (1, None), "history": (0, None), "batch": (1, None), "steps": (1, None), "lr": (0, None),
+    "width": (1, None), "questions": (1, None), "history": (0, None), "batch": (1, None), "steps": (1, None),
+    "lr": (Above(0), None),
     "test_n": (1, None), "calib_n": (1, None), "scorer_hidden": (1, None), "scorer_steps": (1, None),
-    "scorer_lr": (0, None), "savings": (0.01, 0.95), "operating_point": (0.01, 0.95), "adaptive_range": (0.01, 10),
+    "scorer_lr": (Above(0), None), "savings": (0.01, 0.95), "operating_point": (0.01, 0.95),
+    "adaptive_range": (0.01, 10),
     "fastv_layer": (1, None), "sparsevlm_layer": (1, None), "pyramid_layers": (1, None),
     "fitprune_layers": (1, None), "tolerance": (0, 1), "text_sinks": (0, None), "text_recent": (0, None),
     "text_decay": (0, 0.999), "resamples": (10, None), "text_history": (1, None), "token_dropout": (0, 0.95),
@@ -181,9 +184,9 @@ def prepare(settings) -> Lab:
                                  tuple(settings.history), settings.width, settings.questions, settings.batch,
                                  settings.steps, settings.lr, settings.seed, settings.token_dropout)
 
-    # keyed by the training module's code (and what it imports), not this one's: editing an experiment below keeps
-    # the trained model
-    trained = cached("vlm", settings, train_model, knobs=MODEL_KNOBS, source="mlsysrepro.transformer.vlm_training")
+    # keyed by this module's code and everything it imports: the closure above runs here, so an edit to it (or to
+    # anything it calls) must rekey the trained model
+    trained = cached("vlm", settings, train_model, knobs=MODEL_KNOBS)
     model = TinyVLM(cfg)
     model.load_state_dict(trained["state"])
     model.eval()

@@ -33,7 +33,7 @@ from scipy.stats import spearmanr
 from ..core.cache import cached
 from ..core.claims import (CONSISTENCY, Claim, Measurement, Precondition, across, across_seeds, at_least, at_most,
                            proportion_gap, proportion_ratio)
-from ..core.settings import Settings
+from ..core.settings import Above, Settings
 from ..core.tasks import TaskRunner
 from ..kvcache import allocators
 from ..kvcache.cache import FullCache
@@ -85,7 +85,7 @@ RANGES = {
     "pyramid_beta": (0, None), "adakv_alpha": (0, 1), "decode_workers": (0, None), "models": (1, None),
     "layers": (1, None), "dim": (1, None), "heads": (1, None), "kv_heads": (1, None), "ffn": (1, None),
     "length": (2, None), "batch": (1, None), "steps": (1, None), "curriculum_length": (2, None),
-    "curriculum_steps": (0, None), "lr": (0, None), "max_records": (1, None),
+    "curriculum_steps": (0, None), "lr": (Above(0), None), "max_records": (1, None),
     "max_queries": (1, None), "score_tokens": (1, None), "compressions": (0, 0.999), "gammas": (0, None),
     "test_windows": (1, None), "calib_windows": (1, None), "retrieval_n": (1, None), "retrieval_records": (1, None),
     "profile_prompts": (1, None), "ablation_budget": (1, None), "needle_lengths": (1, None),

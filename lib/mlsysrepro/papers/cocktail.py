@@ -77,12 +77,31 @@ RANGES = {
     "train_images": (1, None), "validation_images": (1, None), "test_images": (1, None), "epochs": (1, None),
     "batches": (1, None), "latency_repeats": (1, None), "batch": (1, None), "mean_rate": (1e-3, None),
     "burst_shape": (1e-3, None), "history_days": (2, None), "serve_hours": (1, 24), "main_class": (0, None),
-    "seeds": (0, None), "window": (1, None), "clipper_pool": (1.0, None), "prune_margin": (0.0, 1.0), "windows": (1, None), "horizon": (1, 10),
+    "seeds": (0, None), "window": (1, None), "clipper_pool": (1.0, None), "prune_margin": (0.0, 1.0),
+    "windows": (1, None), "horizon": (1, 10),
     "launch_delay": (1, None), "timeout": (1e-3, None), "utilisation": (0.05, 1.0), "revocation_per_hour": (0, None),
     "revocation_rates": (0, None), "workers": (0, None),
 }
 
 TRACES = {"openb_folded": ("openb", "folded"), "openb_days": ("openb", "consecutive")}
+
+
+def check_knobs(settings) -> None:
+    """Raise a ValueError naming the parameter and its allowed values where knobs disagree with each other or with
+    what exists: the traces (:data:`TRACES`), the main trace among them, the main class an index of ``classes``,
+    and no empty list of seeds, windows, traces or classes (``resolve`` checks each knob alone)."""
+    for name in ("traces", "classes", "seeds", "windows"):
+        if not getattr(settings, name):
+            raise ValueError(f"parameter {name!r} must not be empty")
+    unknown = [t for t in settings.traces if t not in TRACES]
+    if unknown:
+        raise ValueError(f"parameter 'traces' must name traces of {sorted(TRACES)}, got {settings.traces!r}")
+    if settings.main_trace not in settings.traces:
+        raise ValueError(f"parameter 'main_trace' must be one of `traces` {settings.traces!r}, "
+                         f"got {settings.main_trace!r}")
+    if not 0 <= settings.main_class < len(settings.classes):
+        raise ValueError(f"parameter 'main_class' must be an index of `classes`, 0 to {len(settings.classes) - 1}, "
+                         f"got {settings.main_class!r}")
 
 #: Our modelling choice the serving claims rest on: one thread of this CPU stands for one K80 slot (the zoo's
 #: latencies are measured here; serving.fleet scales them by each GPU's speed relative to a K80). Re-judged at half
@@ -195,7 +214,7 @@ def zoo(settings) -> Zoo:
         return build_zoo(split, tuple(settings.models), settings.seed, settings.epochs, tuple(settings.batches),
                          settings.latency_repeats).to_dict()
 
-    return Zoo.from_dict(cached("zoo", settings, compute, knobs=MODEL_KNOBS, source="mlsysrepro.serving.zoo"))
+    return Zoo.from_dict(cached("zoo", settings, compute, knobs=MODEL_KNOBS))
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,7 @@ def training(settings) -> dict[str, pd.DataFrame]:
         accuracy = [dict(network=r["network"], seed=r["seed"], accuracy=r["accuracy"]) for r in runs]
         return {**{name: pd.DataFrame(rows) for name, rows in frames.items()}, "accuracy": pd.DataFrame(accuracy)}
 
-    return cached("training", settings, compute, knobs=TRAINING_KNOBS, source="mlsysrepro.papers.grad_sparsity")
+    return cached("training", settings, compute, knobs=TRAINING_KNOBS)
 
 
 def counted_layers(layers: pd.DataFrame, image_zeros: bool = False) -> pd.DataFrame:

@@ -37,6 +37,7 @@ import torch
 from ..core import progress
 from ..core.cache import cached
 from ..core.claims import Claim, Measurement, above, across, across_seeds, at_most
+from ..core.settings import Above
 from ..core.tasks import TaskRunner
 from ..core.timing import median_interval
 from ..gnn import registry
@@ -94,10 +95,10 @@ RANGES = {
     "steps": (1, None), "log_every": (1, None), "variance_draws": (0, None), "fig2_seeds": (1, None),
     "shared_checkpoints": (0, None), "shared_draws": (2, None), "table3_batch_sizes": (1, None),
     "table3_steps": (1, None), "seeds": (1, None), "table4_layers": (1, None), "table4_iterations": (1, None),
-    "table4_repeats": (1, None), "fig3_inner_steps": (1, None), "fig3_lrs": (0, None), "fig3_steps": (1, None),
+    "table4_repeats": (1, None), "fig3_inner_steps": (1, None), "fig3_lrs": (Above(0), None), "fig3_steps": (1, None),
     "fig4_epochs": (1, None), "fig4_batch_size": (1, None), "fig4_log_every": (1, None), "batch_sizes": (1, None),
     "scaling_sizes": (100, None), "scaling_batches": (1, None), "scaling_metis_limit": (0, None), "hidden": (1, None),
-    "lr": (0, None), "dropout": (0, 1), "gamma": (0.001, 1), "inner_steps": (1, None), "fanout": (1, None),
+    "lr": (Above(0), None), "dropout": (0, 1), "gamma": (0.001, 1), "inner_steps": (1, None), "fanout": (1, None),
     "vrgcn_fanout": (1, None), "cluster_size": (2, None), "workers": (0, None),
 }
 

@@ -34,6 +34,7 @@ from ..core import gpu_results
 from ..core.claims import (FINDING, Claim, Measurement, Precondition, above, across, at_least, at_most, below,
                            from_samples, not_testable)
 from ..core.data import DatasetError, fetch, load_registry
+from ..core.settings import Above
 from ..core.tasks import TaskRunner
 from ..core.timing import interleaved, ratios
 from ..recurrent.models import Tagger, Translator, WordLM
@@ -89,7 +90,8 @@ PRESETS = {
         ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39, ptb_cutoffs=[], ptb_optimizer="sgd", ptb_lr=1.0,
         ptb_clip=5.0, ptb_schedule="step", ptb_decay_after=6, ptb_valid_tokens=0, ptb_test_tokens=0,
         conll_seeds=5, conll_fraction=1.0, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30,
-        conll_lr=0.002, conll_eval_sentences=0, conll_pool=1, conll_schedule="constant", conll_cased=True, conll_min_count=2,
+        conll_lr=0.002, conll_eval_sentences=0, conll_pool=1, conll_schedule="constant", conll_cased=True,
+        conll_min_count=2,
         speed_ps=[0.2, 0.35, 0.5, 0.65], speed_batches=[20, 64], speed_hidden=650, speed_tagger_hidden=100,
         speed_periods=[5], speed_repeats=10, translation=True,
         mt_pairs=["de-en", "en-vi"], mt_hidden=512, mt_epochs=12, mt_batch=64, device="cuda",
@@ -99,12 +101,14 @@ PRESETS = {
 #: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
 RANGES = {
     "seeds": (1, None), "p": (0, 0.99), "ptb_hidden": (1, None), "ptb_layers": (1, None), "ptb_batch": (1, None),
-    "bptt": (1, None), "ptb_fraction": (0.001, 1), "ptb_epochs": (1, None), "ptb_cutoffs": (1, 9_999), "ptb_lr": (0, None),
+    "bptt": (1, None), "ptb_fraction": (0.001, 1), "ptb_epochs": (1, None), "ptb_cutoffs": (1, 9_999),
+    "ptb_lr": (Above(0), None),
     "ptb_clip": (0, None), "ptb_decay_after": (1, None),
     "ptb_valid_tokens": (0, None), "ptb_test_tokens": (0, None), "conll_seeds": (1, None),
     "conll_fraction": (0.001, 1),
     "conll_embedding": (1, None), "conll_hidden": (1, None), "conll_batch": (1, None), "conll_epochs": (1, None),
-    "conll_lr": (0, None), "conll_eval_sentences": (0, None), "conll_pool": (1, None), "conll_min_count": (1, None),
+    "conll_lr": (Above(0), None), "conll_eval_sentences": (0, None), "conll_pool": (1, None),
+    "conll_min_count": (1, None),
     "speed_ps": (0, 0.99),
     "speed_batches": (1, None),
     "speed_hidden": (1, None), "speed_tagger_hidden": (1, None), "speed_periods": (1, None), "speed_repeats": (1, None),
