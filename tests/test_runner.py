@@ -99,3 +99,48 @@ def test_sigterm_to_the_runner_leaves_no_rank_training(tmp_path):
     while any(_alive(pid) for pid in ranks) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not any(_alive(pid) for pid in ranks), "a rank outlived the runner"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="process groups are POSIX's")
+def test_ctrl_c_stops_the_runner_and_its_kernel_and_prints_the_summary(tmp_path):
+    """The kernel runs in a session of its own, out of the terminal's SIGINT: the runner must stop it itself, at
+    once, and still say what finished."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.core.test_dist import _alive
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    pid_file = tmp_path / "kernel.pid"
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        f"import os, time\nopen({str(pid_file)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)")])
+    notebook.cells.insert(0, nbformat.v4.new_code_cell("scale = 'smoke'", metadata={"tags": ["parameters"]}))
+    notebook.metadata.update(kernelspec={"name": "python3", "language": "python", "display_name": "Python 3"},
+                             language_info={"name": "python"})
+    nbformat.write(notebook, folder / "sleeper.ipynb")
+    script = ("import sys\nfrom pathlib import Path\nfrom mlsysrepro import runner\n"
+              f"runner.NOTEBOOKS = Path({str(folder)!r})\nsys.exit(runner.main(['--scale', 'smoke']))\n")
+    started = subprocess.Popen([sys.executable, "-c", script], cwd=paths.REPO_ROOT, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        kernel = int(pid_file.read_text())
+        assert _alive(kernel)
+        interrupted = time.monotonic()
+        started.send_signal(signal.SIGINT)
+        output, _ = started.communicate(timeout=60)
+    finally:  # whatever failed, leave nothing running
+        started.kill()
+        if pid_file.exists() and pid_file.read_text() and _alive(int(pid_file.read_text())):
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    assert time.monotonic() - interrupted < 30, output
+    assert started.returncode == 130, output
+    assert "interrupted: stopping the running notebooks" in output and "0 passed, 1 failed: sleeper" in output
+    assert not _alive(kernel), "the kernel outlived the runner"

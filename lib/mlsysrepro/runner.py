@@ -4,7 +4,8 @@
 ``notebooks/*.ipynb`` (the template first) with ``-p scale <scale>`` and kernel ``python3``,
 writes executed copies to ``build/executed/<scale>/``, keeps going past a failing notebook,
 prints a summary (notebook, status, wall time, paper claims' verdicts, and the verdicts that changed against the
-results the run replaced) and exits 1 if any failed. A notebook's figures and results.json reach its folder only
+results the run replaced) and exits 1 if any failed. Ctrl-C stops the running kernels at once (they run in sessions
+of their own, out of the terminal's reach) and prints the summary of what finished, exiting 130. A notebook's figures and results.json reach its folder only
 when it succeeds (:meth:`mlsysrepro.core.claims.Report.save`); a failed notebook gets a marker beside the folder
 (:func:`mlsysrepro.core.paths.failure_marker`) and shows no claims, here and in REPRODUCTION.md, until it succeeds
 again. After a ``default`` run the runner regenerates REPRODUCTION.md and the README's paper table, and every
@@ -25,9 +26,11 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -56,6 +59,24 @@ def verdict_changes(before: dict | None, after: dict | None) -> list[str]:
             for claim in sorted(set(old) | set(new)) if old.get(claim) != new.get(claim)]
 
 
+#: The kernel managers of the notebooks running now: Ctrl-C must reach their kernels, which run in sessions of
+#: their own (jupyter_client starts them so) and never see the terminal's SIGINT.
+RUNNING_KERNELS: weakref.WeakSet = weakref.WeakSet()
+
+
+def stop_kernels() -> None:
+    """SIGKILL the process group of every running kernel: the kernel and what it started (task workers and ranks die
+    with it anyway, :mod:`mlsysrepro.core.orphans`)."""
+    for manager in list(RUNNING_KERNELS):
+        process = getattr(getattr(manager, "provisioner", None), "process", None)
+        if process is None or process.poll() is not None:
+            continue
+        try:
+            os.killpg(os.getpgid(process.pid), signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            process.kill()
+
+
 def _ipc_kernel_manager():
     """A kernel manager whose kernel talks to papermill over Unix sockets (IPC), not TCP: nothing listens on a
     network port, and the kernel does not warn about unencrypted TCP once per notebook. Each kernel's sockets live
@@ -67,6 +88,10 @@ def _ipc_kernel_manager():
     from traitlets import default
 
     class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            RUNNING_KERNELS.add(self)
+
         @default("transport")
         def _default_transport(self):
             return "ipc"
@@ -165,10 +190,21 @@ def main(argv: list[str] | None = None) -> int:
         after = last_results(nb.stem, args.scale)
         return nb.stem, status, wall, reproduction.verdict_summary(after), verdict_changes(before, after)
 
-    with ThreadPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(run, range(1, len(found) + 1), found))
+    pool = ThreadPoolExecutor(args.jobs)
+    futures = [pool.submit(run, i, nb) for i, nb in enumerate(found, 1)]
+    try:
+        rows = [future.result() for future in futures]
+    except KeyboardInterrupt:  # Ctrl-C: stop the kernels now, then say what finished
+        print("\ninterrupted: stopping the running notebooks", flush=True)
+        stop_kernels()
+        pool.shutdown(wait=True, cancel_futures=True)
+        rows = [f.result() for f in futures if f.done() and not f.cancelled() and f.exception() is None]
+        interrupted = True
+    else:
+        pool.shutdown()
+        interrupted = False
 
-    if args.scale == paths.COMMITTED_SCALE:
+    if args.scale == paths.COMMITTED_SCALE and not interrupted:
         reproduction.main([])
     width = max([len(r[0]) for r in rows] + [8])
     print(f"\n{'notebook':<{width}}  status  wall (s)  paper claims")
@@ -180,8 +216,9 @@ def main(argv: list[str] | None = None) -> int:
         for name, changes in changed:
             print(f"  {name}: " + "; ".join(changes))
     failed = [r[0] for r in rows if r[1] != "ok"]
-    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else ""))
-    return 1 if failed else 0
+    print(f"\n{len(rows) - len(failed)} passed, {len(failed)} failed" + (f": {', '.join(failed)}" if failed else "")
+          + (f"; interrupted: {len(found) - len(rows)} not run" if interrupted else ""))
+    return 130 if interrupted else 1 if failed else 0
 
 
 if __name__ == "__main__":
