@@ -123,7 +123,10 @@ def test_ctrl_c_stops_the_runner_and_its_kernel_and_prints_the_summary(tmp_path)
     notebook.metadata.update(kernelspec={"name": "python3", "language": "python", "display_name": "Python 3"},
                              language_info={"name": "python"})
     nbformat.write(notebook, folder / "sleeper.ipynb")
-    script = ("import sys\nfrom pathlib import Path\nfrom mlsysrepro import runner\n"
+    # a terminal's Ctrl-C: SIGINT raises KeyboardInterrupt (a shell starting pytest in the background would have it
+    # ignored, and an ignored SIGINT is inherited)
+    script = ("import signal, sys\nfrom pathlib import Path\nfrom mlsysrepro import runner\n"
+              "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
               f"runner.NOTEBOOKS = Path({str(folder)!r})\nsys.exit(runner.main(['--scale', 'smoke']))\n")
     started = subprocess.Popen([sys.executable, "-c", script], cwd=paths.REPO_ROOT, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
