@@ -162,6 +162,7 @@ def test_an_unknown_assumption_is_named():
     central = pd.DataFrame({"policy": ["cocktail"]})
     assert cocktail.comparison_under(settings, "slot_speed", 1.0, central) is central
     assert cocktail.comparison_under(settings, "clipper_pool", settings.clipper_pool, central) is central
+    assert cocktail.comparison_under(settings, "models_per_vm", settings.models_per_vm, central) is central
 
 
 @pytest.mark.parametrize("knobs, message", [
@@ -169,6 +170,7 @@ def test_an_unknown_assumption_is_named():
     ({"main_trace": "nosuch"}, r"parameter 'main_trace' must be one of `traces` \['openb_folded'\], got 'nosuch'"),
     ({"traces": ["openb_folded", "nosuch"]}, r"parameter 'traces' must name traces of"),
     ({"seeds": []}, r"parameter 'seeds' must not be empty"),
+    ({"batches": [8, 32]}, r"parameter 'batches' must include 1 and the serving `batch` 32"),
 ])
 def test_knobs_that_disagree_are_refused_naming_the_parameter(knobs, message):
     settings = resolve("cocktail", cocktail.PRESETS, {"scale": "smoke", **knobs}, cocktail.RANGES)

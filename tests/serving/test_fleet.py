@@ -25,3 +25,24 @@ def test_mark_picks_the_cheapest_type_per_request_served():
     assert cheapest((small, large), 10.0, uncovered=200.0, spot=False, second=0) == 1
     with pytest.raises(ValueError, match="uncovered"):
         cheapest((small,), 10.0, 0.0, False, 0)
+
+
+def test_a_packed_share_holds_its_part_of_the_vm_and_its_price():
+    from mlsysrepro.serving.fleet import packed, service_time
+
+    series = np.full(10, 0.5)
+    vm = VMType("one", 1, 2.0, 1.0, series)
+    types = packed((vm,), 4)
+    assert [t.share for t in types] == [1.0, 1 / 2, 1 / 3, 1 / 4]
+    quarter = types[-1]
+    assert capacity(quarter, 10.0) == pytest.approx(capacity(vm, 10.0) / 4)
+    assert quarter.price(False, 0) == pytest.approx(0.25) and quarter.price(True, 3) == pytest.approx(0.125)
+    assert service_time(quarter, 8.0) == pytest.approx(8.0 / 2.0 * 4), "a quarter of the VM's time: 4x slower"
+    # a small residual demand rents the smallest share that covers it; a large one, whole VMs
+    assert cheapest(types, 10.0, uncovered=4.0, spot=False, second=0) == 3
+    assert cheapest(types, 10.0, uncovered=40.0, spot=False, second=0) == 0
+    allowed = np.array([True, True, False, False])
+    assert cheapest(types, 10.0, uncovered=4.0, spot=False, second=0, allowed=allowed) == 1
+    assert packed((vm,), 1) == (vm,)
+    with pytest.raises(ValueError, match="models_per_vm"):
+        packed((vm,), 0)

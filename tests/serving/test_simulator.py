@@ -126,3 +126,27 @@ def test_the_forecast_margin_is_the_quantile_of_past_misses_and_never_below_one(
     late = np.full(100, 100.0)
     late[58] = 10.0
     assert forecast_margin(late, rates, 59, 2, 30, 1.0) == 1.0
+
+
+def test_packing_shares_vms_among_lightly_loaded_models_within_their_latency_budget():
+    """Three models each needing a tenth of a VM: one model per VM rents three VMs; packed, the three share about
+    one, and the cost falls with it. A budget their slowed batches cannot meet forbids the shares."""
+    seconds = 1800
+    arrivals = np.full((seconds, 1), 10)
+    members = np.ones((seconds // 30, 1, 3), dtype=bool)
+    one = (VMType("one", 1, 1.0, 1.0, np.full(seconds, 1.0)),)
+    config = Config(launch_delay=30, models_per_vm=4)
+
+    def run(policy, budget):
+        work = Workload(arrivals, members, 30, np.full(3, 100.0), np.full(3, 10.0), budget)
+        result = simulate(work, make_policy("clipper", packing=policy), one, config)
+        assert check_invariants(result, work) == []
+        return result
+
+    alone, packed = run(False, np.full(3, 50.0)), run(True, np.full(3, 50.0))
+    assert alone.vms.mean() == pytest.approx(3.0)
+    assert packed.vms.mean() < 1.1 and packed.cost < 0.4 * alone.cost
+    assert np.nanmax(packed.latency_s) <= 0.05 + 1e-9, "a packed batch still fits the budget"
+    tight = run(True, np.full(3, 15.0))  # a half VM would take 20 ms a batch
+    assert tight.vms.mean() == pytest.approx(3.0) and tight.cost == pytest.approx(alone.cost)
+    assert np.array_equal(run(True, None).vm_type, alone.vm_type), "no budget: no shares"

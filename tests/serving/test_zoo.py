@@ -22,7 +22,7 @@ def test_splits_are_disjoint_shuffled_and_sized():
 
 def test_a_small_zoo_learns_and_is_timed_at_every_batch():
     split = load_split("digits", 0, 800, 300, 300)
-    zoo = build_zoo(split, ("logistic_regression", "knn", "cnn_4"), seed=0, epochs=2, batches=(1, 8), repeats=3)
+    zoo = build_zoo(split, ("logistic_regression", "knn", "cnn_4"), seed=0, epochs=4, batches=(1, 8), repeats=3)
     assert zoo.names == ("logistic_regression", "knn", "cnn_4")
     assert zoo.test_predictions.shape == (3, 300) and zoo.latency_ms.shape == (3, 2)
     assert np.all(zoo.test_accuracy > 0.5), "every model beats chance (10 %) by far"

@@ -1,7 +1,8 @@
 """The experiments of the Cocktail notebook (Gunasekaran et al., NSDI 2022): presets and one function per figure.
 
 - :func:`zoo` — the trained model zoo with its measured latencies (:mod:`mlsysrepro.serving.zoo`);
-- :func:`lab` — the zoo with its voter, capacities at the serving batch, and the constraint classes
+- :func:`lab` — the zoo with its voter, capacities at the serving batch, the latency of servers that batch what is
+  queued (:func:`batching`), and the constraint classes
   (:func:`constraint_classes`: latency SLOs and accuracy targets set from the zoo's most accurate model);
 - :func:`day` — one trace's history and served day, per second, and :func:`forecasts`, every predictor's forecast;
 - :func:`comparison` — every policy on every trace, class and seed (cost, latency, attainment, models per query),
@@ -11,7 +12,7 @@
   :func:`models_against_clipper` (C3), :func:`attainment_over_settings` (C4), :func:`interval_effect` (C6),
   :func:`vms_against_clipper` (C7), :func:`revocation_accuracy` (C8), :func:`invariants_held` (K1) and
   :func:`replay_consistency` (K2); :data:`SLOT_SPEED`, :data:`CLIPPER_POOL`, :data:`PRUNE_GUARD` and
-  :data:`INFAAS_MANAGER`, the assumptions they are re-judged over.
+  :data:`INFAAS_MANAGER` and :data:`PACKING`, the assumptions they are re-judged over.
 
 Every simulation serves one constraint class on one trace for one seed (the trace's draws and the spot
 revocations), so a claim "over the traces and classes" is judged per (trace, class) setting, each over seeds.
@@ -34,6 +35,7 @@ from ..core.progress import progress
 from ..core.tasks import TaskRunner
 from ..core.timing import clock
 from ..serving import traces
+from ..serving.batching import latency_table
 from ..serving.ensemble import Selection, Voter, eligible, select_cheapest, select_greedy, select_most_accurate
 from ..serving.fleet import vm_types
 from ..serving.metrics import summary, summary_all, weighted_quantiles
@@ -54,7 +56,7 @@ DEFAULT = dict(
     history_days=2, serve_hours=24, classes=[[0.7, 0.5], [0.7, 2.0], [1.5, 0.5], [1.5, 4.0]], main_class=0,
     seeds=[0, 1, 2], window=20, windows=[10, 30, 60, 120], predictor="lstm", clipper_pool=1.67, prune_margin=0.02,
     predictors=["ewma", "holt_winters", "lstm"], horizon=2, launch_delay=100, timeout=2.0, utilisation=0.8,
-    revocation_per_hour=0.05, revocation_rates=[0.0, 0.2, 1.0, 4.0], workers=2,
+    revocation_per_hour=0.05, revocation_rates=[0.0, 0.2, 1.0, 4.0], models_per_vm=4, workers=2,
 )
 
 PRESETS = {
@@ -66,7 +68,7 @@ PRESETS = {
         serve_hours=2, classes=[[0.7, 0.5], [1.5, 2.0]], main_class=0, seeds=[0, 1],
         window=20, windows=[10, 60], predictor="ewma", predictors=["ewma", "lstm"], clipper_pool=1.67, prune_margin=0.02,
         horizon=2, launch_delay=100, timeout=2.0, utilisation=0.8, revocation_per_hour=0.05,
-        revocation_rates=[0.0, 2.0], workers=1,
+        revocation_rates=[0.0, 2.0], models_per_vm=4, workers=1,
     ),
     "default": DEFAULT,
     "paper": dict(DEFAULT, epochs=10, latency_repeats=30, seeds=[0, 1, 2, 3, 4], workers=0),
@@ -80,7 +82,7 @@ RANGES = {
     "seeds": (0, None), "window": (1, None), "clipper_pool": (1.0, None), "prune_margin": (0.0, 1.0),
     "windows": (1, None), "horizon": (1, 10),
     "launch_delay": (1, None), "timeout": (1e-3, None), "utilisation": (0.05, 1.0), "revocation_per_hour": (0, None),
-    "revocation_rates": (0, None), "workers": (0, None),
+    "revocation_rates": (0, None), "models_per_vm": (1, 16), "workers": (0, None),
 }
 
 TRACES = {"openb_folded": ("openb", "folded"), "openb_days": ("openb", "consecutive")}
@@ -89,6 +91,7 @@ TRACES = {"openb_folded": ("openb", "folded"), "openb_days": ("openb", "consecut
 def check_knobs(settings) -> None:
     """Raise a ValueError naming the parameter and its allowed values where knobs disagree with each other or with
     what exists: the traces (:data:`TRACES`), the main trace among them, the main class an index of ``classes``,
+    ``batches`` holding 1 and the serving ``batch``,
     and no empty list of seeds, windows, traces or classes (``resolve`` checks each knob alone)."""
     for name in ("traces", "classes", "seeds", "windows"):
         if not getattr(settings, name):
@@ -99,6 +102,9 @@ def check_knobs(settings) -> None:
     if settings.main_trace not in settings.traces:
         raise ValueError(f"parameter 'main_trace' must be one of `traces` {settings.traces!r}, "
                          f"got {settings.main_trace!r}")
+    if 1 not in settings.batches or settings.batch not in settings.batches:
+        raise ValueError(f"parameter 'batches' must include 1 and the serving `batch` {settings.batch!r} (the "
+                         f"batching servers read both latencies), got {settings.batches!r}")
     if not 0 <= settings.main_class < len(settings.classes):
         raise ValueError(f"parameter 'main_class' must be an index of `classes`, 0 to {len(settings.classes) - 1}, "
                          f"got {settings.main_class!r}")
@@ -132,8 +138,20 @@ PRUNE_GUARD = Assumption("prune_margin", 0.02, (0.0, 0.01, 0.02), unit="accuracy
 INFAAS_MANAGER = Assumption("infaas_manager", "reactive", ("reactive", "cocktail"), unit="InFaaS' resource manager",
                             source="ours (reactive, on-demand) and the artifact's (the same manager as Cocktail)")
 
+#: How many models Cocktail packs on one VM (``models_per_vm``). The paper's resource manager packs models on a VM
+#: while the VM's latency stays under the SLO; the artifact's scheduler adds models to an instance by that rule
+#: (``modules/naiveSchedule.py``, ``instance.add_model_to_instance``, lines 221-245, on an instance it describes as
+#: 4 vCPUs), while its deployment starts one model server per instance (``modules/model_source.py``,
+#: ``setup_config``, lines 103-145). We rent shares of a VM (:func:`mlsysrepro.serving.fleet.packed`: the fluid
+#: limit of packing, an upper bound on its saving), a share only where the model's batch, slowed by the VM's
+#: other models, still fits the tightest SLO it serves. Central 4, as the artifact's instance; 1 (the deployment:
+#: no packing) and 2 as the range. The baselines never pack.
+PACKING = Assumption("models_per_vm", 4, (1, 2, 4), unit="models per VM (Cocktail)",
+                     source="the artifact's scheduler (modules/naiveSchedule.py 221-245, a 4-vCPU instance); its "
+                            "deployment's one model per VM (modules/model_source.py 103-145) and 2 as the range")
+
 #: Every assumption of ours a serving claim is re-judged over.
-ASSUMPTIONS = (SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD, INFAAS_MANAGER)
+ASSUMPTIONS = (SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD, INFAAS_MANAGER, PACKING)
 
 #: The paper's sampling-interval figure (the artifact's sensitivity.csv, const-1): 4.4 models per query at a 10 s
 #: interval, 5.72 at 120 s.
@@ -148,11 +166,11 @@ CLAIMS = (
     Claim("C1", "Cocktail serves the load at a lower cost than InFaaS (single model), at equal accuracy",
           where="Abstract, Sec. 6.2", paper_value=round(1 / 1.45, 3), unit="cost, Cocktail / InFaaS",
           rule=below(1.0), over=EQUAL_ACCURACY + ", each over `seeds`", min_share=2 / 3, near=0.25, up_to=True,
-          timing=True, assumptions=(SLOT_SPEED, INFAAS_MANAGER, PRUNE_GUARD)),
+          timing=True, assumptions=(SLOT_SPEED, INFAAS_MANAGER, PRUNE_GUARD, PACKING)),
     Claim("C2", "Cocktail serves the load at a lower cost than Clipper (static full ensemble), at equal accuracy",
           where="Sec. 6.2, cost figure (WIKI strict: 55.28 against 75.56 $)", paper_value=round(55.28 / 75.56, 3),
           unit="cost, Cocktail / Clipper", rule=below(1.0), over=EQUAL_ACCURACY + ", each over `seeds`",
-          min_share=2 / 3, near=0.25, timing=True, assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD)),
+          min_share=2 / 3, near=0.25, timing=True, assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD, PACKING)),
     Claim("C3", "Cocktail answers a query with fewer models than Clipper",
           where="Sec. 6.2, models-per-query figure (Const1 p50: 4 against 10)", paper_value=0.4,
           unit="mean models per query, Cocktail / Clipper", rule=below(1.0),
@@ -169,7 +187,7 @@ CLAIMS = (
           where="Abstract, Sec. 6.2", paper_value=0.5,
           unit="p99 latency (dropped requests counted at the timeout), Cocktail / InFaaS", rule=at_most(1.0),
           over=EQUAL_ACCURACY + ", each over `seeds`", min_share=2 / 3, near=0.25, up_to=True, timing=True,
-          assumptions=(SLOT_SPEED, INFAAS_MANAGER, PRUNE_GUARD)),
+          assumptions=(SLOT_SPEED, INFAAS_MANAGER, PRUNE_GUARD, PACKING)),
     Claim("C6", "A longer sampling interval leaves more models per query",
           where="Sec. 6.3, sampling-interval figure (const-1: 4.4 models at 10 s, 5.72 at 120 s)",
           paper_value=SAMPLING_RATIO, unit="mean models per query, longest / shortest interval of `windows`",
@@ -182,7 +200,7 @@ CLAIMS = (
           where="Sec. 6.2, VM figure (WIKI strict: 37.9 against 85.3)", paper_value=round(37.9 / 85.3, 3),
           unit="mean VMs serving, Cocktail / Clipper", rule=below(1.0),
           over=EQUAL_ACCURACY + " and Clipper ensembles, each over `seeds`", min_share=2 / 3, near=0.25, timing=True,
-          assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD)),
+          assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD, PACKING)),
     Claim("C8", "Under spot revocations Cocktail's accuracy stays within a point of its target",
           where="Sec. 6.4, failure figure (the artifact's failure.csv: at worst 0.87 points below)",
           paper_value=-0.87, unit="replayed accuracy at the highest revocation rate minus at none (points)",
@@ -203,7 +221,8 @@ TRACE_KNOBS = ("mean_rate", "burst_shape", "history_days", "serve_hours")
 #: What every simulation reads (``workers`` only says where they run).
 SERVING_KNOBS = MODEL_KNOBS + TRACE_KNOBS + ("batch", "classes", "window", "clipper_pool", "prune_margin", "predictor",
                                              "horizon",
-                                             "launch_delay", "timeout", "utilisation", "revocation_per_hour")
+                                             "launch_delay", "timeout", "utilisation", "revocation_per_hour",
+                                             "models_per_vm")
 
 
 def zoo(settings) -> Zoo:
@@ -220,13 +239,14 @@ def zoo(settings) -> Zoo:
 @dataclass(frozen=True)
 class Lab:
     """The zoo with what serving reads: the voter, each model's latency and capacity per K80 slot at the serving
-    batch, and the constraint classes."""
+    batch, its batching table (:func:`batching`), and the constraint classes."""
 
     zoo: Zoo
     voter: Voter
     latency_ms: np.ndarray
     rate_per_slot: np.ndarray
     classes: pd.DataFrame
+    service_table: np.ndarray
 
 
 def constraint_classes(zoo: Zoo, voter: Voter, latency_ms: np.ndarray, classes) -> pd.DataFrame:
@@ -244,12 +264,23 @@ def constraint_classes(zoo: Zoo, voter: Voter, latency_ms: np.ndarray, classes) 
     return pd.DataFrame(rows)
 
 
+def batching(settings, trained: Zoo) -> np.ndarray:
+    """Each model's latency at every load of :data:`mlsysrepro.serving.batching.LOADS` on servers that batch what
+    is queued up to ``batch`` (:func:`mlsysrepro.serving.batching.latency_table`, in full-batch times), from its
+    latencies measured at one request and at ``batch`` (cached)."""
+    def compute():
+        ratio = trained.latency(1) / trained.latency(settings.batch)
+        return latency_table(np.clip(ratio, 1e-6, 1.0), settings.batch, seed=settings.seed)
+
+    return cached("batching", settings, compute, knobs=MODEL_KNOBS + ("batch",))
+
+
 def lab(settings, trained: Zoo | None = None) -> Lab:
     trained = trained or zoo(settings)
     voter = Voter.fit(trained.val_predictions, trained.val_labels)
     latency = trained.latency(settings.batch)
     return Lab(trained, voter, latency, settings.batch / (latency / 1e3),
-               constraint_classes(trained, voter, latency, settings.classes))
+               constraint_classes(trained, voter, latency, settings.classes), batching(settings, trained))
 
 
 def clipper_pool(lab: Lab, slo_ms: float, error_ratio: float) -> tuple[int, ...]:
@@ -371,6 +402,9 @@ def _serve(task) -> list[dict]:
         label = options.pop("label", policy_name)
         policy = make_policy(policy_name, **options)
         chosen = [selection(experiment, policy.selection, row, settings.clipper_pool) for row in rows.itertuples()]
+        budget = np.full(len(trained.names), np.inf)  # the tightest SLO each model serves (a share must fit it)
+        for picked, slo in zip(chosen, rows.slo_ms):
+            budget[list(picked.members)] = np.minimum(budget[list(picked.members)], slo)
         key = (tuple(c.members for c in chosen), window, policy.pruning)
         if key not in schedules:
             schedules[key] = schedule(chosen, arrivals, window, len(trained.names), experiment.voter,
@@ -378,9 +412,10 @@ def _serve(task) -> list[dict]:
                                       rows.target.to_numpy(), policy.pruning, settings.prune_margin)
         members = schedules[key]
         workload = Workload(arrivals, members, window, experiment.rate_per_slot * slot_speed,
-                            experiment.latency_ms / slot_speed)
+                            experiment.latency_ms / slot_speed, budget, experiment.service_table)
         config = Config(launch_delay=settings.launch_delay, timeout=settings.timeout,
-                        utilisation=settings.utilisation, revocation_per_hour=revocations, horizon=settings.horizon)
+                        utilisation=settings.utilisation, revocation_per_hour=revocations, horizon=settings.horizon,
+                        models_per_vm=settings.models_per_vm)
         run = simulate(workload, policy, types, config, forecast, seed)
         correct = correct_counts(run.admitted, arrivals, members, window, experiment.voter, trained.test_predictions,
                                  trained.test_labels, orders)
@@ -456,13 +491,28 @@ def comparison_with_infaas_managed(settings, central: pd.DataFrame) -> pd.DataFr
     """``central``, the comparison's table, with InFaaS provisioned by Cocktail's resource manager
     (:data:`INFAAS_MANAGER`, as the artifact runs every scheme); the other policies' rows are kept."""
     trained, table = zoo(settings), forecasts(settings)
-    managed = {"proactive": True, "importance": True, "spot": True, "fallback": True, "label": "infaas"}
+    managed = {"proactive": True, "importance": True, "spot": True, "fallback": True, "packing": True,
+               "label": "infaas"}
     tasks = [(settings, trained, trace, c, seed, [("infaas", _forecast(settings, table, trace, seed), managed)])
              for trace in settings.traces for c in range(len(settings.classes)) for seed in settings.seeds]
     infaas = cached("comparison_infaas_managed", settings,
                     lambda: pd.DataFrame(_serve_all(settings, tasks, "InFaaS under Cocktail's manager")),
                     knobs=SERVING_KNOBS + ("traces", "seeds"))
     return pd.concat([central[central.policy != "infaas"], infaas], ignore_index=True)
+
+
+def comparison_with_packing(settings, models_per_vm: int, central: pd.DataFrame) -> pd.DataFrame:
+    """``central``, the comparison's table, with Cocktail packing up to ``models_per_vm`` models per VM
+    (:data:`PACKING`); the other policies' rows are kept (they never pack)."""
+    if models_per_vm == settings.models_per_vm:
+        return central
+    other = settings.with_values(models_per_vm=models_per_vm)
+    trained, table = zoo(settings), forecasts(settings)
+    tasks = [(other, trained, trace, c, seed, [("cocktail", _forecast(settings, table, trace, seed), {})])
+             for trace in settings.traces for c in range(len(settings.classes)) for seed in settings.seeds]
+    cocktail = cached("comparison_cocktail", other, lambda: pd.DataFrame(_serve_all(other, tasks, "Cocktail packing")),
+                      knobs=SERVING_KNOBS + ("traces", "seeds"))
+    return pd.concat([central[central.policy != "cocktail"], cocktail], ignore_index=True)
 
 
 def comparison_under(settings, assumption: str, value, central: pd.DataFrame) -> pd.DataFrame:
@@ -479,6 +529,8 @@ def comparison_under(settings, assumption: str, value, central: pd.DataFrame) ->
         if value not in INFAAS_MANAGER.values:
             raise ValueError(f"infaas_manager must be one of {INFAAS_MANAGER.values}, got {value!r}")
         return central if value == "reactive" else comparison_with_infaas_managed(settings, central)
+    if assumption == PACKING.name:
+        return comparison_with_packing(settings, value, central)
     raise ValueError(f"assumption must be one of {[a.name for a in ASSUMPTIONS]}, got {assumption!r}")
 
 
@@ -532,7 +584,8 @@ def predictor_study(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 ABLATIONS = {"Cocktail": {}, "without spot VMs": {"spot": False, "fallback": False},
              "without importance sampling": {"importance": False}, "without the predictor (reactive only)":
-             {"proactive": False, "importance": False}, "without pruning": {"pruning": False}}
+             {"proactive": False, "importance": False}, "without pruning": {"pruning": False},
+             "without packing": {"packing": False}}
 
 
 def ablation(settings) -> pd.DataFrame:

@@ -14,10 +14,13 @@ Public entry points:
 - :func:`.predictors.make_predictor` — EWMA, Holt-Winters, LSTM: ``fit(history)``, ``forecast(series, horizon)``;
 - :func:`.traces.per_second_arrivals` — requests per second shaped by a real trace (:func:`.traces.daily_shape`),
   and :func:`.traces.load_wikipedia_pageviews` for the real pageview dumps;
-- :func:`.fleet.vm_types`, :func:`.fleet.cheapest`, :func:`.fleet.billed` — VMs, MArk's choice, per-second billing;
+- :func:`.fleet.vm_types`, :func:`.fleet.packed`, :func:`.fleet.cheapest`, :func:`.fleet.billed` — VMs, their shares
+  when models are packed, MArk's choice, per-second billing;
+- :func:`.batching.latency_table` — the latency of servers that batch what is queued, per model and load;
 - :func:`.policies.make_policy` — InFaaS, Clipper, Clipper-X, Cocktail as flags over one simulator;
 - :func:`.simulator.simulate` -> :class:`.simulator.Run`, :func:`.simulator.check_invariants`,
-  :func:`.metrics.summary`; :func:`.reference.per_request_waits`, the per-request queue it is checked against.
+  :func:`.metrics.summary`; :func:`.reference.per_request_waits` and :func:`.reference.per_request_batched_latency`,
+  the per-request queues it is checked against.
 
 Cocktail's presets and experiments are :mod:`mlsysrepro.papers.cocktail`.
 """

@@ -6,6 +6,7 @@ mapping is ours: the zoo's latencies are measured on this machine's CPU, and a G
 stands for each thread, so prices and spot dynamics are real while capacities are scaled from measurements.
 
 - :func:`vm_types` — the registry's p2/p3 instances with their on-demand price and spot-price series;
+- :func:`packed` — the same types shared by up to ``models_per_vm`` models, as Cocktail packs its VMs;
 - :func:`cheapest` — MArk's choice (Zhang et al., ATC'19), used by Cocktail: the type with the lowest cost per
   request *served*, ``price / min(capacity, demand still uncovered)``, so a small residual demand gets a small VM;
 - :func:`billed` — what a VM costs: per second from launch to release (or revocation), at least ``minimum``
@@ -31,6 +32,7 @@ class VMType:
     speed: float  # per slot, relative to a K80
     on_demand: float  # $ per hour
     spot: np.ndarray  # $ per hour, per second of the simulation
+    share: float = 1.0  # the part of the VM one model holds (1/k when k models share it, :func:`packed`)
 
     def price(self, spot: bool, second: int) -> float:
         """$ per hour at ``second``."""
@@ -48,17 +50,45 @@ def vm_types(seconds: int, names: tuple[str, ...] | None = None) -> tuple[VMType
                         spot_price_series(n, seconds)) for n in names)
 
 
+def packed(types: tuple[VMType, ...], models_per_vm: int) -> tuple[VMType, ...]:
+    """``types`` followed by their shares: for k = 2 .. ``models_per_vm``, a k-th of each type, with a k-th of its
+    capacity and of its price (``share`` 1/k). A model served from a share holds one of the k places of a VM whose
+    time its k models divide (Cocktail packs models on a VM while the VM's latency stays under the SLO: the
+    artifact's ``modules/naiveSchedule.py``, ``instance.add_model_to_instance``, lines 226-243). Renting shares is
+    the fluid limit of that bin-packing: every packed VM is full, so it bounds what packing can save from above
+    (:data:`mlsysrepro.papers.cocktail.PACKING` declares it as our assumption)."""
+    if models_per_vm < 1:
+        raise ValueError(f"models_per_vm must be >= 1, got {models_per_vm}")
+    shares = [VMType(f"{vm.name} (1/{k})", vm.slots, vm.speed, vm.on_demand / k, vm.spot / k, vm.share / k)
+              for k in range(2, models_per_vm + 1) for vm in types]
+    return tuple(types) + tuple(shares)
+
+
 def capacity(vm: VMType, rate_per_slot: float) -> float:
-    """Requests per second a VM of type ``vm`` serves for a model served at ``rate_per_slot`` on a K80 slot."""
-    return vm.slots * vm.speed * rate_per_slot
+    """Requests per second a VM of type ``vm`` (or its share) serves for a model served at ``rate_per_slot`` on a
+    K80 slot."""
+    return vm.slots * vm.speed * vm.share * rate_per_slot
 
 
-def cheapest(types: tuple[VMType, ...], rate_per_slot: float, uncovered: float, spot: bool, second: int) -> int:
+def service_time(vm: VMType, service_ms: float) -> float:
+    """A batch's service time (ms) on a VM of type ``vm`` for a model whose batch takes ``service_ms`` on a K80 slot:
+    faster GPUs serve it sooner, and a share of a VM serves it at its share of the VM's time (processor sharing
+    among the packed models)."""
+    return service_ms / (vm.speed * vm.share)
+
+
+def cheapest(types: tuple[VMType, ...], rate_per_slot: float, uncovered: float, spot: bool, second: int,
+             allowed: np.ndarray | None = None) -> int:
     """MArk's rule: the index of the type with the lowest price per request served, ``price / min(capacity,
-    uncovered)`` (``uncovered``: requests per second still to provision for); ties to the earlier type."""
+    uncovered)`` (``uncovered``: requests per second still to provision for), among the ``allowed`` types (a mask;
+    default: all); ties to the earlier type."""
     if uncovered <= 0:
         raise ValueError(f"uncovered must be > 0 requests per second, got {uncovered}")
-    scores = [vm.price(spot, second) / min(capacity(vm, rate_per_slot), uncovered) for vm in types]
+    scores = np.array([vm.price(spot, second) / min(capacity(vm, rate_per_slot), uncovered) for vm in types])
+    if allowed is not None:
+        if not np.any(allowed):
+            raise ValueError("allowed must leave at least one VM type")
+        scores = np.where(allowed, scores, np.inf)
     return int(np.argmin(scores))
 
 

@@ -2,11 +2,11 @@
 
 | policy | selection | pruning | autoscaling | importance sampling | VMs |
 |---|---|---|---|---|---|
-| InFaaS (Romero et al., ATC'21), as Cocktail's artifact runs it | the most accurate model meeting the SLO (:func:`~.ensemble.select_most_accurate`) | - | reactive | - | on-demand |
-| InFaaS, cheapest (the INFaaS paper's rule) | the cheapest model meeting both targets (:func:`~.ensemble.select_cheapest`) | - | reactive | - | on-demand |
-| Clipper (Crankshaw et al., NSDI'17) | every model of the pool meeting the SLO | - | reactive | - | on-demand |
-| Clipper-X | Cocktail's (:func:`~.ensemble.select_greedy`) | guarded (:func:`~.ensemble.prune_once`) | reactive | - | on-demand |
-| Cocktail | Cocktail's | guarded | proactive (predictor + MArk's fill/kill) + reactive | yes | spot, on-demand fallback |
+| InFaaS (Romero et al., ATC'21), as Cocktail's artifact runs it | the most accurate model meeting the SLO (:func:`~.ensemble.select_most_accurate`) | - | reactive | - | on-demand, one model each |
+| InFaaS, cheapest (the INFaaS paper's rule) | the cheapest model meeting both targets (:func:`~.ensemble.select_cheapest`) | - | reactive | - | on-demand, one model each |
+| Clipper (Crankshaw et al., NSDI'17) | every model of the pool meeting the SLO | - | reactive | - | on-demand, one model each |
+| Clipper-X | Cocktail's (:func:`~.ensemble.select_greedy`) | guarded (:func:`~.ensemble.prune_once`) | reactive | - | on-demand, one model each |
+| Cocktail | Cocktail's | guarded | proactive (predictor + MArk's fill/kill) + reactive | yes | spot, on-demand fallback, models packed (:func:`~.fleet.packed`) |
 
 The baselines' autoscaler is the same reactive one for all three (the paper gives Clipper and Clipper-X no resource
 manager of their own), so Clipper-X against Clipper isolates selection, and Cocktail against Clipper-X its
@@ -31,6 +31,7 @@ class Policy:
     importance: bool = False
     spot: bool = False
     fallback: bool = False  # on a spot VM's revocation warning, launch an on-demand replacement
+    packing: bool = False  # several models may share a VM (Config.models_per_vm)
 
 
 POLICIES = {
@@ -39,7 +40,7 @@ POLICIES = {
     "clipper": Policy("clipper", "all"),
     "clipper_x": Policy("clipper_x", "greedy", pruning=True),
     "cocktail": Policy("cocktail", "greedy", pruning=True, proactive=True, importance=True, spot=True,
-                       fallback=True),
+                       fallback=True, packing=True),
 }
 LABELS = {"infaas": "InFaaS", "infaas_cheapest": "InFaaS (cheapest)", "clipper": "Clipper", "clipper_x": "Clipper-X",
           "cocktail": "Cocktail"}
@@ -50,9 +51,10 @@ def make_policy(name: str, **overrides) -> Policy:
     """A policy of :data:`POLICIES` by name, with flags overridden (``make_policy("cocktail", spot=False)``)."""
     if name not in POLICIES:
         raise ValueError(f"policy must be one of {sorted(POLICIES)}, got {name!r}")
-    unknown = sorted(set(overrides) - {"pruning", "proactive", "importance", "spot", "fallback"})
+    flags = ("pruning", "proactive", "importance", "spot", "fallback", "packing")
+    unknown = sorted(set(overrides) - set(flags))
     if unknown:
-        raise ValueError(f"overrides must be among pruning, proactive, importance, spot, fallback; got {unknown}")
+        raise ValueError(f"overrides must be among {', '.join(flags)}; got {unknown}")
     policy = replace(POLICIES[name], **overrides)
     if overrides:
         policy = replace(policy, name=name + "".join(f"-{k}={v}" for k, v in sorted(overrides.items())))

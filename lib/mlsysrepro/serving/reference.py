@@ -28,3 +28,26 @@ def per_request_waits(counts: np.ndarray, capacity: float, rng: np.random.Genera
     sums = np.bincount(np.repeat(np.arange(len(counts)), counts), weights=waits, minlength=len(counts))
     with np.errstate(invalid="ignore", divide="ignore"):
         return sums / counts
+
+
+def per_request_batched_latency(rate: float, one_s: float, full_s: float, batch: int, seconds: float,
+                                rng: np.random.Generator) -> float:
+    """Mean latency (seconds, arrival to the end of its batch) of Poisson arrivals at ``rate`` per second on one
+    server that batches what is queued: an idle server starts on the first arrival; a server done with a batch takes
+    every queued request up to ``batch`` at once (none queued: it idles); a batch of ``b`` takes
+    ``one_s + (full_s - one_s) (b - 1) / (batch - 1)`` seconds. The reference of
+    :func:`mlsysrepro.serving.batching.latency_table`."""
+    if rate <= 0 or batch < 1 or seconds <= 0:
+        raise ValueError("rate and seconds must be > 0 and batch >= 1")
+    arrivals = np.cumsum(rng.exponential(1 / rate, int(rate * seconds * 1.2) + 10))
+    arrivals = arrivals[arrivals < seconds]
+    slope = (full_s - one_s) / max(batch - 1, 1)
+    latency = np.empty(len(arrivals))
+    free, k = 0.0, 0
+    while k < len(arrivals):
+        start = max(free, arrivals[k])
+        taken = min(int(np.searchsorted(arrivals, start, side="right")) - k, batch)  # queued by the start
+        free = start + one_s + slope * (taken - 1)
+        latency[k:k + taken] = free - arrivals[k:k + taken]
+        k += taken
+    return float(latency.mean())

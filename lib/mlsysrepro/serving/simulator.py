@@ -12,13 +12,18 @@ against a per-request event simulation). In each second ``t``:
    exactly once (:func:`check_invariants`).
 3. **Queues.** Each model's pool is one FIFO fluid queue: ``backlog <- max(0, backlog + demand - capacity)``. A
    cohort's latency is the mean wait of its second's arrivals in the slowest member's queue (the backlog's
-   trajectory within the second is linear) plus that member's service time at the serving batch.
+   trajectory within the second is linear) plus that member's service: the time of a full batch, or, where the
+   workload gives the model's batching table, the latency of servers that batch what is queued at the pool's load
+   (:func:`.batching.batched_service`).
 4. **Scaling**, on the policy's clock (:mod:`.policies`): reactive every ``reactive_interval`` (add capacity for
    the recent rate and for draining the backlog), scale-in every ``scale_in_interval`` for reactive-only policies
    (release while the rest still covers the interval's peak), proactive every ``plan_interval`` (fill or kill to
    the forecast, raised by the recent misses' ``margin_quantile`` (:func:`forecast_margin`), times each model's
    share of requests). New VMs take the cheapest type per request
-   (:func:`.fleet.cheapest`), on spot when the policy rents spot, and boot for ``launch_delay`` seconds.
+   (:func:`.fleet.cheapest`), on spot when the policy rents spot, and boot for ``launch_delay`` seconds. A policy
+   that packs (Cocktail) may also rent a k-th of a VM for a model, k up to ``models_per_vm``
+   (:func:`.fleet.packed`), where the model's batch, served in its share of the VM's time, still fits the model's
+   latency budget (``Workload.budget_ms``).
 
 After the last second the queues drain with no new arrivals; every VM still running is then released. Billing is
 per second (:func:`.fleet.billed`).
@@ -32,7 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .fleet import VMType, billed, capacity, cheapest
+from .batching import LOADS, batched_service
+from .fleet import VMType, billed, capacity, cheapest, packed, service_time
 from .policies import Policy, proactive_target, reactive_deficit
 
 
@@ -40,13 +46,18 @@ from .policies import Policy, proactive_target, reactive_deficit
 class Workload:
     """What the simulator serves: per-second ``arrivals`` (seconds x classes), the ensemble schedule ``members``
     (windows x classes x models, bool) of ``window`` seconds per entry, and each model's ``rate_per_slot``
-    (requests/s on a K80 slot) and ``service_ms`` (one batch on a K80 slot)."""
+    (requests/s on a K80 slot), ``service_ms`` (one batch on a K80 slot) and ``budget_ms``: the longest a batch
+    may take on a shared VM (the tightest latency SLO of the classes it serves; default: no share allowed).
+    ``service_table`` (models x :data:`.batching.LOADS`, :func:`.batching.latency_table`): given, servers batch
+    what is queued and ``service_ms`` is the time of a full batch; default: every batch is full."""
 
     arrivals: np.ndarray
     members: np.ndarray
     window: int
     rate_per_slot: np.ndarray
     service_ms: np.ndarray
+    budget_ms: np.ndarray | None = None
+    service_table: np.ndarray | None = None
 
     def __post_init__(self):
         seconds, classes = self.arrivals.shape
@@ -58,6 +69,12 @@ class Workload:
             raise ValueError("arrivals must be non-negative counts")
         if np.any(self.members.sum(2) == 0):
             raise ValueError("every class needs at least one member in every window")
+        if self.budget_ms is not None and np.shape(self.budget_ms) != np.shape(self.rate_per_slot):
+            raise ValueError(f"budget_ms must hold one budget per model ({len(self.rate_per_slot)}), "
+                             f"got shape {np.shape(self.budget_ms)}")
+        if self.service_table is not None and np.shape(self.service_table) != (len(self.rate_per_slot), LOADS.size):
+            raise ValueError(f"service_table must be (models={len(self.rate_per_slot)}, loads={LOADS.size}), "
+                             f"got {np.shape(self.service_table)}")
 
 
 @dataclass(frozen=True)
@@ -76,11 +93,12 @@ class Config:
     warning: int = 120  # seconds of notice before a revocation (AWS gives two minutes)
     minimum_billing: float = 60.0
     max_drain: int = 3_600  # seconds the queues may drain after the last arrival
+    models_per_vm: int = 1  # how many models a policy that packs may put on one VM (1: one model per VM)
 
     def __post_init__(self):
-        for name in ("launch_delay", "reactive_interval", "scale_in_interval", "plan_interval"):
+        for name in ("launch_delay", "reactive_interval", "scale_in_interval", "plan_interval", "models_per_vm"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1 second, got {getattr(self, name)}")
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0 < self.utilisation <= 1:
             raise ValueError(f"utilisation must be in (0, 1], got {self.utilisation}")
         if self.horizon < 1 or self.margin_window < 1 or not 0 < self.margin_quantile <= 1:
@@ -92,7 +110,8 @@ class Config:
 @dataclass(frozen=True)
 class Run:
     """One simulation. Per second and class: ``admitted``, ``dropped``, ``latency_s`` (the cohort's mean; NaN where
-    nothing was admitted), ``models`` (ensemble size). Per second: ``vms`` and ``slots`` serving. Per model:
+    nothing was admitted), ``models`` (ensemble size). Per second: ``vms`` and ``slots`` serving (a share of a
+    VM counts as its share). Per model:
     ``demand`` and ``served`` (totals). Per VM (``vm_*``): model, type index, spot, launch / ready / end seconds,
     revoked, cost ($). ``backlog_left``: requests still queued when the drain limit ran out (counted dropped)."""
 
@@ -128,8 +147,12 @@ class _Fleet:
         self.types, self.policy, self.config, self.rng = types, policy, config, rng
         self.rate = workload.rate_per_slot
         models = len(self.rate)
+        budget = np.full(models, -np.inf) if workload.budget_ms is None else np.asarray(workload.budget_ms)
+        # per model, the types it may rent: whole VMs always, a share where its batch still fits the budget
+        self.allowed = np.array([[vm.share == 1 or service_time(vm, workload.service_ms[m]) <= budget[m]
+                                  for vm in types] for m in range(models)])
         self.ready_capacity = np.zeros(models)
-        self.speed_capacity = np.zeros(models)  # sum of capacity x speed over ready VMs (the mean service speed)
+        self.speed_capacity = np.zeros(models)  # sum of capacity x speed x share over ready VMs (mean service speed)
         self.booting = np.zeros(models)
         self.ready_vms: list[list[int]] = [[] for _ in range(models)]
         self.booting_vms: list[list[int]] = [[] for _ in range(models)]
@@ -137,8 +160,8 @@ class _Fleet:
                                                       "capacity")}
         self.events: list[tuple[float, int, int, str]] = []
         self.sequence = 0
-        self.vms = 0
-        self.slots = 0
+        self.vms = 0.0
+        self.slots = 0.0
 
     def _push(self, time: float, kind: str, vm: int):
         heapq.heappush(self.events, (time, self.sequence, vm, kind))
@@ -147,7 +170,7 @@ class _Fleet:
     def launch(self, model: int, uncovered: float, now: int, spot: bool, delay: int):
         """Launch VMs for ``model`` until ``uncovered`` requests/s are covered, the cheapest type per request."""
         while uncovered > 1e-9:
-            kind = cheapest(self.types, self.rate[model], uncovered, spot, now)
+            kind = cheapest(self.types, self.rate[model], uncovered, spot, now, self.allowed[model])
             cap = capacity(self.types[kind], self.rate[model])
             vm = len(self.log["model"])
             for key, value in (("model", model), ("type", kind), ("spot", spot), ("launch", now),
@@ -167,8 +190,9 @@ class _Fleet:
         model = self.log["model"][vm]
         if vm in self.ready_vms[model]:
             self.ready_vms[model].remove(vm)
-            self.vms -= 1
-            self.slots -= self.types[self.log["type"][vm]].slots
+            vm_type = self.types[self.log["type"][vm]]
+            self.vms -= vm_type.share
+            self.slots -= vm_type.slots * vm_type.share
         else:
             self.booting_vms[model].remove(vm)
         self._recount(model)
@@ -181,7 +205,7 @@ class _Fleet:
         vms = self.ready_vms[model]
         self.ready_capacity[model] = sum(self.log["capacity"][vm] for vm in vms)
         self.speed_capacity[model] = sum(self.log["capacity"][vm] * self.types[self.log["type"][vm]].speed
-                                         for vm in vms)
+                                         * self.types[self.log["type"][vm]].share for vm in vms)
 
     def advance(self, now: int):
         """Process the VM events due by ``now``."""
@@ -194,8 +218,9 @@ class _Fleet:
                 self.booting_vms[model].remove(vm)
                 self.ready_vms[model].append(vm)
                 self._recount(model)
-                self.vms += 1
-                self.slots += self.types[self.log["type"][vm]].slots
+                vm_type = self.types[self.log["type"][vm]]
+                self.vms += vm_type.share
+                self.slots += vm_type.slots * vm_type.share
             elif kind == "warn":
                 self.launch(model, self.log["capacity"][vm], now, False, self.config.launch_delay)
             else:
@@ -268,6 +293,8 @@ def simulate(workload: Workload, policy: Policy, types: tuple[VMType, ...], conf
     arrivals, members = workload.arrivals, workload.members
     seconds, classes = arrivals.shape
     models = len(workload.rate_per_slot)
+    if policy.packing and config.models_per_vm > 1:
+        types = packed(types, config.models_per_vm)
     fleet = _Fleet(workload, types, policy, config, np.random.default_rng(seed))
     # start warm: each model its classes may select provisioned for the first minute, serving from second 0
     first = arrivals[:60].mean(0) @ members.any(axis=0).astype(float)
@@ -279,8 +306,8 @@ def simulate(workload: Workload, policy: Policy, types: tuple[VMType, ...], conf
     backlog = np.zeros(models)
     admitted = np.zeros((seconds, classes), dtype=np.int64)
     latency = np.full((seconds, classes), np.nan)
-    vms = np.zeros(seconds, dtype=np.int64)
-    slots = np.zeros(seconds, dtype=np.int64)
+    vms = np.zeros(seconds)
+    slots = np.zeros(seconds)
     demand_log = np.zeros((seconds, models))  # requests entering each model's queue, per second
     offered_log = np.zeros((seconds, models))  # requests sent its way, admitted or not: what autoscalers see
     served_total = np.zeros(models)
@@ -327,7 +354,13 @@ def simulate(workload: Workload, policy: Policy, types: tuple[VMType, ...], conf
                 offered_log[stop:t + len(demand)] = 0.0
                 demand, admit_counts, member = demand[:stop - t], admit_counts[:stop - t], member[:stop - t]
                 queue = queue[:stop - t + 1]
-        cohort = _mean_wait(queue[:-1], demand, cap) + service_s / fleet.service_speed()
+        speed = fleet.service_speed()
+        if workload.service_table is None:
+            service = service_s / speed
+        else:
+            load = np.divide(demand, cap, out=np.full_like(demand, np.inf), where=cap > 0)
+            service = batched_service(load, workload.service_table, service_s / speed, queue[:-1])
+        cohort = _mean_wait(queue[:-1], demand, cap) + service
         admitted[t:stop] = admit_counts
         latency[t:stop] = np.where(admit_counts > 0, np.where(member, cohort[:, None, :], -np.inf).max(2), np.nan)
         vms[t:stop], slots[t:stop] = fleet.vms, fleet.slots
