@@ -56,3 +56,20 @@ def test_partition_rejects_bad_input():
         partition_graph(data, 2, "spectral")
     with pytest.raises(ValueError, match="num_parts"):
         partition_graph(data, 0)
+
+
+def test_label_skew_is_zero_for_the_graphs_mix_and_grows_as_parts_hold_their_own_classes():
+    from mlsysrepro.gnn.partition import label_skew
+
+    data = contextual_sbm(4_000, torch.Generator().manual_seed(0), num_classes=4, homophily=0.95)
+    metis = label_skew(data, partition_graph(data, 4, "metis"))
+    random = label_skew(data, partition_graph(data, 4, "random"))
+    assert random.max() < 0.06, "random parts see the graph's label mix"
+    assert metis.mean() > 0.4, "METIS follows the near-pure communities, so each part holds mostly one class"
+    # one part per class: a part's shares are (1, 0, 0, 0) against about a quarter each, a distance of about 3/4
+    parts = data.y.clone()
+    from mlsysrepro.gnn.partition import Partitioning, local_graph
+    nodes = [(parts == p).nonzero().view(-1) for p in range(4)]
+    pure = Partitioning(parts, nodes, [local_graph(data, n) for n in nodes], 0.0)
+    shares = torch.bincount(data.y[data.train_idx], minlength=4).float() / data.train_idx.numel()
+    assert torch.allclose(label_skew(data, pure), 1 - shares, atol=1e-6)

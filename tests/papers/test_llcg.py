@@ -125,3 +125,42 @@ def test_local_steps_gap_takes_the_better_schedule_and_model_margins_every_model
     assert measured.per_setting == {"gcn": 1.0, "gat": 2.0, "appnp": -1.0}
     assert verdict(CLAIMS["C8"], measured)[0] == "fails"  # "every model": one behind is enough
     assert verdict(CLAIMS["K1"], llcg.engines_agree(1e-7))[0] == "holds"
+
+
+def test_gaps_at_the_best_round_read_each_seeds_peak_so_an_overfitting_single_machine_is_not_understated():
+    frame = pd.concat([
+        log("g", "none", "single machine", [0.1, 0.9, 0.6, 0.6], seed=0),  # peaks, then overfits
+        log("g", "none", "single machine", [0.1, 0.7, 0.6, 0.6], seed=1),
+        log("g", "metis", "PSGD-PA", [0.1, 0.6, 0.7, 0.7], seed=0),
+        log("g", "metis", "PSGD-PA", [0.1, 0.6, 0.7, 0.7], seed=1),
+    ])
+    assert llcg.gaps(frame, tail=2).loc[("g", "metis"), "PSGD-PA"] == pytest.approx(-0.1)
+    assert llcg.gaps(frame, tail=2, score="best").loc[("g", "metis"), "PSGD-PA"] == pytest.approx(0.8 - 0.7)
+    with pytest.raises(ValueError, match="score must be one of"):
+        llcg.gaps(frame, tail=2, score="last")
+    measured = llcg.gap_claim(llcg.gaps(frame, 2), "PSGD-PA", best_table=llcg.gaps(frame, 2, score="best"))
+    assert "at the best round: median +0.1000, 1 of 1" in measured.note
+
+
+def test_skew_effect_compares_what_the_correction_recovers_on_the_more_and_the_less_skewed_partition():
+    table = gap_table([0.05, 0.01, 0.04, 0.02], [0.01, 0.01, 0.0, 0.02], [0.0] * 4)
+    skews = pd.Series({("g0", "metis"): 0.5, ("g0", "random"): 0.01, ("g1", "metis"): 0.02,
+                       ("g1", "random"): 0.3}).rename_axis(["graph", "partition"])
+    measured = llcg.skew_effect(table, skews)
+    # g0: metis (skewed) recovers 0.04, random 0.0 -> +0.04; g1: random (skewed) recovers 0.0, metis 0.04 -> -0.04
+    assert measured.per_setting == pytest.approx({"g0": 0.04, "g1": -0.04})
+
+
+def test_gaps_per_seed_pair_each_seed_with_the_single_machine_of_the_same_seed_and_carry_intervals():
+    frame = pd.concat([log("g", "none", "single machine", [0.8, 0.8], seed=0),
+                       log("g", "none", "single machine", [0.6, 0.6], seed=1),
+                       log("g", "metis", "PSGD-PA", [0.7, 0.7], seed=0),
+                       log("g", "metis", "PSGD-PA", [0.5, 0.5], seed=1),
+                       log("g", "random", "PSGD-PA", [0.75, 0.75], seed=0),
+                       log("g", "random", "PSGD-PA", [0.58, 0.58], seed=1)])
+    per_seed = llcg.gaps(frame, tail=1, by_seed=True)["PSGD-PA"]
+    assert per_seed.loc[("g", "metis", 0)] == pytest.approx(0.1) and per_seed.loc[("g", "metis", 1)] == \
+        pytest.approx(0.1)
+    measured = llcg.gap_claim(llcg.gaps(frame, tail=1, by_seed=True), "PSGD-PA")
+    assert measured.per_setting == pytest.approx({"g, metis": 0.1, "g, random": 0.035})
+    assert measured.per_setting_interval["g, random"][0] < 0.035 < measured.per_setting_interval["g, random"][1]

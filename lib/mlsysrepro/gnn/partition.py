@@ -6,6 +6,7 @@ part of each node, each machine's local graph and the edge-cut fraction. A machi
 graph is a :class:`GraphData` of its own nodes with only the edges inside its part, re-normalised
 by the local degree (the machine does not know its cut edges); its ids are local, so every
 sampler and model runs on it unchanged, and ``nodes`` maps them back to global ids.
+:func:`label_skew` measures how far each part's training labels are from the graph's.
 """
 
 from __future__ import annotations
@@ -75,6 +76,29 @@ def local_graph(data: GraphData, nodes: torch.Tensor) -> GraphData:
 
     return GraphData(data.name, data.x[nodes], data.y[nodes], graph, split(data.train_idx), split(data.val_idx),
                      split(data.test_idx), data.num_classes, data.metric)
+
+
+def label_skew(data: GraphData, parting: Partitioning) -> torch.Tensor:
+    """Per part, how far its training labels are from the whole graph's: the total variation distance
+    ``1/2 sum_c |p_part(c) - p(c)|`` between the class shares of its training nodes and of all training nodes (a
+    multi-label graph: the mean over labels of that distance for each label's 0/1 split). 0: the part sees the
+    graph's label mix; near 1: it sees classes the rest of the graph barely has. LLCG's local models drift apart,
+    and the server's correction has something to correct, where this is large (Sec. 3: the local gradients'
+    dissimilarity)."""
+    def shares(labels: torch.Tensor) -> torch.Tensor:
+        if labels.dim() == 2:  # multi-label: one two-way split per label
+            positive = labels.float().mean(0)
+            return torch.stack([positive, 1 - positive], 1)
+        return torch.bincount(labels, minlength=data.num_classes).float() / max(labels.numel(), 1)
+
+    overall = shares(data.y[data.train_idx])
+    distances = []
+    for local in parting.local:
+        labels = local.y[local.train_idx]
+        distances.append(float("nan") if labels.shape[0] == 0 else
+                         0.5 * float((shares(labels) - overall).abs().sum(-1).mean() if overall.dim() == 2
+                                     else (shares(labels) - overall).abs().sum()))
+    return torch.tensor(distances)
 
 
 def partition_graph(data: GraphData, num_parts: int, method: str = "metis", seed: int = 0) -> Partitioning:

@@ -18,7 +18,8 @@ it; new runs go to a :class:`mlsysrepro.core.tasks.TaskRunner`, two or more at o
   without training;
 - :data:`CLAIMS`, declared before the run, and the measurements the notebook judges them by
   (:func:`gap_claim`, :func:`counted_bytes_ratio`, :func:`ggs_over_llcg`, :func:`local_steps_gap`,
-  :func:`correction_parity`, :func:`cut_effect`, :func:`model_margins`, :func:`engines_agree`).
+  :func:`correction_parity`, :func:`cut_effect`, :func:`model_margins`, :func:`skew_effect`, :func:`engines_agree`),
+  and what they are read against: :func:`gaps` at the final or the best round, :func:`label_skews`.
 
 A run's score is the mean over its last ``tail`` rounds (validation: figures and claims;
 test: Table 1), which damps the round-to-round noise of a small validation set.
@@ -32,12 +33,13 @@ import pandas as pd
 import torch
 
 from ..core.cache import cached
-from ..core.claims import CONSISTENCY, FINDING, Claim, Measurement, above, across, at_least, at_most, within
+from ..core.claims import (CONSISTENCY, FINDING, Claim, Measurement, above, across, across_seeds, at_least,
+                           at_most, within)
 from ..core.tasks import TaskRunner
 from ..gnn.datasets import GraphData, contextual_sbm, load_graph
 from ..gnn.llcg import LLCGConfig, bytes_per_round, run_serial
 from ..gnn.llcg_dist import ENGINE_METHODS, run_distributed
-from ..gnn.partition import partition_graph
+from ..gnn.partition import label_skew, partition_graph
 
 ENGINES = ("serial", "distributed")
 LABELS = {"single": "single machine", "psgd_pa": "PSGD-PA", "ggs": "GGS", "llcg": "LLCG"}
@@ -49,14 +51,15 @@ _COMMON = dict(lr=0.01, server_lr=0.01, fanout=10, server_fanout=10, model="gcn"
 PRESETS = {
     "smoke": dict(
         graphs=["cora"], partitions=["metis", "random"], parts=2, rounds=3, local_steps=2, server_steps=1,
-        hidden=16, tail=2, seeds=1, csbm_nodes=2_000, fig2_graph="cora", table1_graph="cora", table1_rounds=3,
+        hidden=16, tail=2, seeds=1, csbm_nodes=2_000, csbm_homophily=0.6, csbm_degree=10.0, csbm_signal=0.25, fig2_graph="cora", table1_graph="cora", table1_rounds=3,
         table1_models=["gcn", "gat", "appnp"], fig5_graph="cora", fig5_local_steps=[1, 4], fig7_graph="cora",
         fig7_fanouts=[2, 0], fig7_server_steps=[1, 2], rho=1.5, engine_graph="cora", engine_parts=2, engine_rounds=2,
         engine="serial", batch_size=64, server_batch=256, num_layers=2,
     ),
     "default": dict(
         graphs=["cora", "citeseer", "tolokers", "csbm"], partitions=["metis", "random"], parts=8, rounds=30,
-        local_steps=8, server_steps=2, hidden=64, tail=5, seeds=3, csbm_nodes=10_000, fig2_graph="tolokers",
+        local_steps=8, server_steps=2, hidden=64, tail=5, seeds=3, csbm_nodes=100_000, csbm_homophily=0.6,
+        csbm_degree=10.0, csbm_signal=0.25, fig2_graph="tolokers",
         table1_graph="tolokers", table1_rounds=20, table1_models=["gcn", "gat", "appnp"], fig5_graph="tolokers",
         fig5_local_steps=[1, 4, 16, 64], fig7_graph="tolokers", fig7_fanouts=[2, 5, 0], fig7_server_steps=[1, 2, 4],
         rho=1.1, engine_graph="tolokers", engine_parts=4, engine_rounds=10, engine="serial",
@@ -64,7 +67,8 @@ PRESETS = {
     ),
     "paper": dict(
         graphs=["reddit", "flickr"], partitions=["metis", "random"], parts=8, rounds=75, local_steps=64,
-        server_steps=1, hidden=256, tail=5, seeds=5, csbm_nodes=1_000_000, fig2_graph="reddit",
+        server_steps=1, hidden=256, tail=5, seeds=5, csbm_nodes=1_000_000, csbm_homophily=0.6, csbm_degree=10.0,
+        csbm_signal=0.25, fig2_graph="reddit",
         table1_graph="reddit", table1_rounds=75, table1_models=["sage", "gat", "appnp"], fig5_graph="reddit",
         fig5_local_steps=[1, 4, 16, 64, 128], fig7_graph="reddit", fig7_fanouts=[1, 2, 0],
         fig7_server_steps=[1, 2, 4], rho=1.1, engine_graph="reddit", engine_parts=8, engine_rounds=75,
@@ -75,7 +79,8 @@ PRESETS = {
 #: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
 RANGES = {
     "parts": (2, None), "rounds": (1, None), "local_steps": (1, None), "server_steps": (0, None), "hidden": (1, None),
-    "tail": (1, None), "seeds": (1, None), "csbm_nodes": (10, None), "table1_rounds": (1, None),
+    "tail": (1, None), "seeds": (1, None), "csbm_nodes": (10, None), "csbm_homophily": (0.0, 1.0), "csbm_degree": (1.0, None),
+    "csbm_signal": (0.0, None), "table1_rounds": (1, None),
     "fig5_local_steps": (1, None), "fig7_fanouts": (0, None), "fig7_server_steps": (0, None), "rho": (1, None),
     "engine_parts": (2, None), "engine_rounds": (1, None), "batch_size": (1, None), "server_batch": (1, None),
     "num_layers": (1, None),
@@ -145,6 +150,11 @@ CLAIMS = (
     Claim("C9", "GGS (global sampling) reaches the single machine's score", where="Fig. 2", paper_value=0.0,
           unit="single machine minus GGS, final validation score (0-1)", rule=at_most(TOLERANCE),
           over=FIG4, min_share=2 / 3),
+    Claim("C10", "This reproduction's finding, from the paper's analysis: the server correction recovers more of "
+          "PSGD-PA's gap where the parts' labels are more skewed", where="Sec. 3 (local gradient dissimilarity), "
+          "our notes", paper_value="the correction targets the local models' drift",
+          unit="(PSGD-PA's gap - LLCG's) on the more label-skewed partition minus on the less skewed one (0-1)",
+          rule=above(0.0), over="every graph of `graphs`", min_share=2 / 3, kind=FINDING),
     Claim("K1", "The distributed engine computes the serial engine's model", where="this reproduction",
           paper_value=0.0, unit="largest absolute parameter difference after the run", rule=at_most(1e-5),
           over="`engine_graph`, LLCG, `engine_rounds` rounds", kind=CONSISTENCY),
@@ -153,15 +163,24 @@ CLAIMS = (
 
 #: The knobs every run reads (besides its figure's own): the graph generator, the machines, the engine and the
 #: training configuration of :func:`base_config`. ``tail`` only summarises runs.
-RUN_KNOBS = ("csbm_nodes", "parts", "engine", "rounds", "local_steps", "server_steps", "hidden", "batch_size",
+CSBM_KNOBS = ("csbm_nodes", "csbm_homophily", "csbm_degree", "csbm_signal")
+RUN_KNOBS = CSBM_KNOBS + ("parts", "engine", "rounds", "local_steps", "server_steps", "hidden", "batch_size",
              "server_batch", "num_layers")
 
 
-def load(name: str, csbm_nodes: int) -> GraphData:
-    """A registered graph, or ``csbm``: a contextual SBM where the features alone are weak and the graph matters."""
+def csbm_options(settings) -> dict:
+    """The synthetic graph's knobs (:data:`CSBM_KNOBS`) as :func:`load` reads them."""
+    return {knob: getattr(settings, knob) for knob in CSBM_KNOBS}
+
+
+def load(name: str, csbm: dict) -> GraphData:
+    """A registered graph, or ``csbm``: a contextual SBM (:func:`mlsysrepro.gnn.datasets.contextual_sbm`) of
+    ``csbm["csbm_nodes"]`` nodes and four classes, its homophily, average degree and feature signal from ``csbm``
+    (:func:`csbm_options`); at the presets' 0.6, 10 and 0.25 the features alone are weak and the graph matters."""
     if name == "csbm":
-        return contextual_sbm(csbm_nodes, torch.Generator().manual_seed(0), num_classes=4, avg_degree=10,
-                              homophily=0.6, feature_signal=0.25)
+        return contextual_sbm(csbm["csbm_nodes"], torch.Generator().manual_seed(0), num_classes=4,
+                              avg_degree=csbm["csbm_degree"], homophily=csbm["csbm_homophily"],
+                              feature_signal=csbm["csbm_signal"])
     return load_graph(name)
 
 
@@ -179,10 +198,10 @@ def _run_one(task) -> pd.DataFrame:
     """One run in a worker process, which keeps the graphs and partitions it has loaded. With
     ``engine="distributed"``, PSGD-PA and LLCG run on real processes (GGS and the single machine
     have no distributed form here and stay serial)."""
-    (graph, partition, cfg, seed), csbm_nodes, parts, engine = task
+    (graph, partition, cfg, seed), csbm, parts, engine = task
     key = (graph, "metis" if partition == "none" else partition, parts)
     if key not in _WORKER_GRAPHS:
-        data = load(graph, csbm_nodes)
+        data = load(graph, csbm)
         _WORKER_GRAPHS[key] = data, partition_graph(data, parts, key[1], seed=0)
     data, parting = _WORKER_GRAPHS[key]
     if engine == "distributed" and cfg.method in ENGINE_METHODS:
@@ -206,7 +225,7 @@ class Runs:
 
     def graph(self, name: str) -> GraphData:
         if name not in self._graphs:
-            self._graphs[name] = load(name, self.settings.csbm_nodes)
+            self._graphs[name] = load(name, csbm_options(self.settings))
         return self._graphs[name]
 
     def partitioning(self, name: str, method: str, parts: int | None = None):
@@ -223,7 +242,7 @@ class Runs:
         missing = list(dict.fromkeys(k for k in keys if k not in self._logs))
         for graph in dict.fromkeys(k[0] for k in missing):
             self.graph(graph)  # fetch and process each dataset here first: workers must not write it at once
-        tasks = [(k, self.settings.csbm_nodes, self.settings.parts, self.settings.engine) for k in missing]
+        tasks = [(k, csbm_options(self.settings), self.settings.parts, self.settings.engine) for k in missing]
         self._logs.update(zip(missing, self.runner.map(_run_one, tasks, desc="runs")))
         return pd.concat([self._logs[k].assign(graph=k[0], partition=k[1], method=LABELS[k[2].method],
                                                seed=request[3], **request[4])
@@ -246,12 +265,13 @@ def psgd_vs_ggs(runs: Runs) -> pd.DataFrame:
 
 
 def main_comparison(runs: Runs) -> pd.DataFrame:
-    """Fig. 4: the single machine, PSGD-PA, GGS and LLCG on every graph, METIS and random parts."""
+    """Fig. 4: the single machine, PSGD-PA, GGS and LLCG on every graph, METIS and random parts, ``seeds``
+    seeds each."""
     s = runs.settings
-    requests = [(g, "none", base_config(s, "single"), 0, {}) for g in s.graphs]
-    requests += [(g, p, base_config(s, m), 0, {}) for g in s.graphs for p in s.partitions
-                 for m in ("psgd_pa", "ggs", "llcg")]
-    return runs.figure("fig4_comparison", ("graphs", "partitions"), requests)
+    requests = [(g, "none", base_config(s, "single"), seed, {}) for g in s.graphs for seed in range(s.seeds)]
+    requests += [(g, p, base_config(s, m), seed, {}) for g in s.graphs for p in s.partitions
+                 for m in ("psgd_pa", "ggs", "llcg") for seed in range(s.seeds)]
+    return runs.figure("fig4_comparison", ("graphs", "partitions", "seeds"), requests)
 
 
 def model_table(runs: Runs) -> pd.DataFrame:
@@ -352,13 +372,45 @@ def final(frame: pd.DataFrame, tail: int, keys: list[str], column: str = "val_sc
     return last.groupby(keys)[column].mean()
 
 
-def gaps(fig4: pd.DataFrame, tail: int) -> pd.DataFrame:
-    """Per graph and partition: the single machine's final validation score minus each method's."""
-    scores = final(fig4, tail, ["graph", "partition", "method"]).reset_index()
-    single = scores[scores.method == LABELS["single"]].set_index("graph")["val_score"]
+def best(frame: pd.DataFrame, keys: list[str], column: str = "val_score") -> pd.Series:
+    """Each run's best round of ``column`` (per ``keys`` and seed), averaged over seeds (``keys`` holding
+    ``"seed"``: per seed)."""
+    runs = frame.groupby(list(dict.fromkeys(keys + ["seed"])))[column].max()
+    return runs if "seed" in keys else runs.groupby(keys).mean()
+
+
+SCORES = ("final", "best")
+
+
+def gaps(fig4: pd.DataFrame, tail: int, score: str = "final", by_seed: bool = False) -> pd.DataFrame:
+    """Per graph and partition: the single machine's validation score minus each method's, both read at the end
+    (``score="final"``: the mean of the last ``tail`` rounds, :func:`final`) or at each run's best round
+    (``"best"``, :func:`best`: a single machine that overfits peaks early, and its final score understates it);
+    averaged over seeds, or per seed (``by_seed``: each seed's runs against the single machine of the same seed)."""
+    if score not in SCORES:
+        raise ValueError(f"score must be one of {SCORES}, got {score!r}")
+    keys = ["graph", "partition", "method"] + (["seed"] if by_seed else [])
+    scores = (final(fig4, tail, keys) if score == "final" else best(fig4, keys)).reset_index()
+    pair = ["graph"] + (["seed"] if by_seed else [])
+    single = scores[scores.method == LABELS["single"]].set_index(pair)["val_score"]
     rest = scores[scores.method != LABELS["single"]].copy()
-    rest["gap"] = single.loc[rest.graph].to_numpy() - rest.val_score.to_numpy()
-    return rest.pivot_table(index=["graph", "partition"], columns="method", values="gap")
+    rest["gap"] = single.loc[pd.MultiIndex.from_frame(rest[pair]) if by_seed else rest.graph].to_numpy() \
+        - rest.val_score.to_numpy()
+    return rest.pivot_table(index=["graph", "partition"] + (["seed"] if by_seed else []), columns="method",
+                            values="gap")
+
+
+def label_skews(runs: Runs) -> pd.Series:
+    """The label skew of every (graph, partition) of Fig. 4: each part's distance from the graph's label mix
+    (:func:`mlsysrepro.gnn.partition.label_skew`), averaged over the parts weighted by their training nodes."""
+    s = runs.settings
+    skews = {}
+    for g in s.graphs:
+        for p in s.partitions:
+            parting = runs.partitioning(g, p)
+            weights = parting.train_sizes()
+            skews[(g, p)] = float((label_skew(runs.graph(g), parting) * weights).nansum() / weights.sum())
+    return pd.Series(skews, name="label skew").rename_axis(["graph", "partition"])
 
 
 def edge_cuts(runs: Runs) -> pd.Series:
@@ -383,14 +435,28 @@ def table1(frame: pd.DataFrame, tail: int) -> pd.DataFrame:
 
 # ---- the claims' measurements -------------------------------------------------------------------------
 
-def gap_claim(gap_table: pd.DataFrame, method: str, baseline: str | None = None) -> Measurement:
-    """Claims C1, C2, C9: ``method``'s gap to the single machine on every Fig. 4 setting (a :func:`gaps` table),
-    with ``baseline``'s gaps judged by the same rule (it must fail it)."""
-    def per_setting(name: str) -> dict:
-        return {f"{graph}, {partition}": gap for (graph, partition), gap in gap_table[name].items()}
+def gap_claim(gap_table: pd.DataFrame, method: str, baseline: str | None = None,
+              best_table: pd.DataFrame | None = None) -> Measurement:
+    """Claims C1, C2, C9: ``method``'s gap to the single machine on every Fig. 4 setting (a :func:`gaps` table of
+    final scores; per seed, ``by_seed=True``: each setting's mean gets its interval over seeds), with
+    ``baseline``'s gaps judged by the same rule (it must fail it); ``best_table``, the same gaps at each run's best
+    round, is reported in the note."""
+    def measured(table: pd.DataFrame, name: str) -> Measurement:
+        column = table[name]
+        if "seed" in column.index.names:
+            return across_seeds({f"{graph}, {partition}": group.tolist()
+                                 for (graph, partition), group in column.groupby(level=["graph", "partition"])})
+        return across({f"{graph}, {partition}": gap for (graph, partition), gap in column.items()})
 
-    base = None if baseline is None else across(per_setting(baseline))
-    return replace(across(per_setting(method)), baseline=base, note=f"baseline: {baseline}" if baseline else "")
+    base = None if baseline is None else measured(gap_table, baseline)
+    notes = [f"baseline: {baseline}"] if baseline else []
+    if best_table is not None:
+        at_best = best_table[method]
+        if "seed" in at_best.index.names:
+            at_best = at_best.groupby(level=["graph", "partition"]).mean()
+        notes.append(f"at the best round: median {at_best.median():+.4f}, {(at_best >= TOLERANCE).sum()} of "
+                     f"{len(at_best)} settings at least {TOLERANCE}")
+    return replace(measured(gap_table, method), baseline=base, note="; ".join(notes))
 
 
 def counted_bytes_ratio(engine_logs: pd.DataFrame) -> Measurement:
@@ -426,6 +492,20 @@ def correction_parity(correction: pd.Series, uncorrected: float) -> Measurement:
     full = float(correction["full neighbours"])
     return Measurement(abs(sampled - full), baseline=Measurement(abs(sampled - uncorrected)),
                        note=f"sampled {sampled:.4f}, full {full:.4f}, no correction (PSGD-PA) {uncorrected:.4f}")
+
+
+def skew_effect(gap_table: pd.DataFrame, skews: pd.Series) -> Measurement:
+    """Claim C10: per graph, what LLCG's correction recovers (PSGD-PA's gap minus LLCG's) on its more label-skewed
+    partition minus on its less skewed one (:func:`label_skews`)."""
+    recovered = (gap_table["PSGD-PA"] - gap_table["LLCG"]).rename("recovered")
+    frame = pd.concat([recovered, skews.reindex(recovered.index).rename("label skew")], axis=1).reset_index()
+    effects, notes = {}, []
+    for graph, rows in frame.groupby("graph"):
+        rows = rows.sort_values("label skew")
+        effects[graph] = float(rows.recovered.iloc[-1] - rows.recovered.iloc[0])
+        notes.append(f"{graph}: " + ", ".join(f"{r.partition} skew {r['label skew']:.2f} recovers {r.recovered:+.3f}"
+                                               for _, r in rows.iterrows()))
+    return across(effects, note="; ".join(notes))
 
 
 def cut_effect(gap_table: pd.DataFrame, method: str = "PSGD-PA") -> Measurement:
