@@ -61,7 +61,7 @@ PAPERS: tuple[Paper, ...] = (
     Paper("llcg", "Learn Locally, Correct Globally: A Distributed Algorithm for Training Graph Neural Networks",
           "ICLR 2022", "https://arxiv.org/abs/2111.08202", "Graph learning",
           figures=("fig2_psgd_vs_ggs", "fig4_val_vs_rounds", "fig4_train_loss_vs_rounds", "fig4_val_vs_bytes",
-                   "table1_models", "fig5_local_steps", "fig6_correction_neighbours", "fig7_fanout_by_server_steps",
+                   "fig4_gap_vs_label_skew", "table1_models", "fig5_local_steps", "fig6_correction_neighbours", "fig7_fanout_by_server_steps",
                    "figA_growing_local_steps", "engines_serial_vs_distributed")),
     Paper("mvs_gnn", "Minimal Variance Sampling with Provable Guarantees for Fast Training of Graph Neural Networks",
           "KDD 2020", "https://arxiv.org/abs/2006.13866", "Graph learning",
@@ -106,7 +106,8 @@ PAPERS: tuple[Paper, ...] = (
           "NSDI 2022", "https://arxiv.org/abs/2106.05345", "Cloud and clusters",
           figures=("zoo", "cost", "models_per_query", "latency_cdf", "target_attainment", "vms_over_time",
                    "sampling_interval", "revocations", "predictors", "ablation", "assumption_slot_speed",
-                   "assumption_clipper_pool", "assumption_prune_margin", "assumption_infaas_manager")),
+                   "assumption_clipper_pool", "assumption_prune_margin", "assumption_infaas_manager",
+                   "assumption_models_per_vm")),
 )
 
 
