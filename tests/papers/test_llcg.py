@@ -44,17 +44,35 @@ def gap_table(psgd: list[float], llcg_gaps: list[float], ggs: list[float]) -> pd
     return pd.DataFrame({"PSGD-PA": psgd, "LLCG": llcg_gaps, "GGS": ggs}, index=index)
 
 
+def steady(table: pd.DataFrame) -> pd.Series:
+    """A single machine that keeps its score on every graph of ``table``."""
+    graphs = table.index.get_level_values("graph").unique()
+    return pd.Series(0.0, index=pd.Index(graphs, name="graph"))
+
+
 def test_gap_claims_hold_as_in_the_paper_and_fail_when_the_baseline_passes_too():
     from mlsysrepro.core.claims import verdict
 
     paper_like = gap_table([0.05, 0.08] * 5, [0.0, 0.002] * 5, [0.001, 0.003] * 5)
-    assert verdict(CLAIMS["C1"], llcg.gap_claim(paper_like, "PSGD-PA", baseline="LLCG"))[0] == "holds"
-    assert verdict(CLAIMS["C2"], llcg.gap_claim(paper_like, "LLCG", baseline="PSGD-PA"))[0] == "holds"
-    assert verdict(CLAIMS["C9"], llcg.gap_claim(paper_like, "GGS", baseline="PSGD-PA"))[0] == "holds"
+    drop = steady(paper_like)
+    assert verdict(CLAIMS["C1"], llcg.gap_claim(paper_like, "PSGD-PA", drop, baseline="LLCG"))[0] == "holds"
+    assert verdict(CLAIMS["C2"], llcg.gap_claim(paper_like, "LLCG", drop, baseline="PSGD-PA"))[0] == "holds"
+    assert verdict(CLAIMS["C9"], llcg.gap_claim(paper_like, "GGS", drop, baseline="PSGD-PA"))[0] == "holds"
     no_gap = gap_table([0.0, 0.002] * 5, [0.0, 0.002] * 5, [0.0, 0.0] * 5)  # PSGD-PA reaches the single machine too
-    assert verdict(CLAIMS["C1"], llcg.gap_claim(no_gap, "PSGD-PA", baseline="LLCG"))[0] == "fails"
-    result, why = verdict(CLAIMS["C2"], llcg.gap_claim(no_gap, "LLCG", baseline="PSGD-PA"))
+    assert verdict(CLAIMS["C1"], llcg.gap_claim(no_gap, "PSGD-PA", steady(no_gap), baseline="LLCG"))[0] == "fails"
+    result, why = verdict(CLAIMS["C2"], llcg.gap_claim(no_gap, "LLCG", steady(no_gap), baseline="PSGD-PA"))
     assert result == "fails" and "baseline" in why
+
+
+def test_gap_claims_leave_out_the_graphs_where_the_single_machine_overfits():
+    table = gap_table([0.05, 0.08, -0.03, -0.04], [0.0, 0.002, 0.0, 0.0], [0.0] * 4)
+    drop = pd.Series({"g0": 0.001, "g1": 0.05}).rename_axis("graph")  # g1's reference ends 5 points below its best
+    measured = llcg.gap_claim(table, "PSGD-PA", drop, baseline="LLCG")
+    assert set(measured.per_setting) == {"g0, metis", "g0, random"}
+    assert set(measured.baseline.per_setting) == {"g0, metis", "g0, random"}
+    assert "not judged, the single machine overfits: g1 (drops 0.050)" in measured.note
+    assert set(llcg.gap_claim(table, "PSGD-PA", drop.clip(upper=0.0)).per_setting) == {
+        "g0, metis", "g0, random", "g1, metis", "g1, random"}
 
 
 def test_cut_effect_compares_random_with_metis_per_graph():
@@ -138,8 +156,14 @@ def test_gaps_at_the_best_round_read_each_seeds_peak_so_an_overfitting_single_ma
     assert llcg.gaps(frame, tail=2, score="best").loc[("g", "metis"), "PSGD-PA"] == pytest.approx(0.8 - 0.7)
     with pytest.raises(ValueError, match="score must be one of"):
         llcg.gaps(frame, tail=2, score="last")
-    measured = llcg.gap_claim(llcg.gaps(frame, 2), "PSGD-PA", best_table=llcg.gaps(frame, 2, score="best"))
+    steady_drop = pd.Series({"g": 0.0}).rename_axis("graph")
+    measured = llcg.gap_claim(llcg.gaps(frame, 2), "PSGD-PA", steady_drop,
+                              best_table=llcg.gaps(frame, 2, score="best"))
     assert "at the best round: median +0.1000, 1 of 1" in measured.note
+    drop = llcg.single_machine_drop(frame, tail=2)
+    assert drop.loc["g"] == pytest.approx((0.9 + 0.7) / 2 - 0.6)
+    left = llcg.gap_claim(llcg.gaps(frame, 2), "PSGD-PA", drop)
+    assert left.not_testable.startswith("the single machine overfits on every graph, ending g (drops 0.200)")
 
 
 def test_skew_effect_compares_what_the_correction_recovers_on_the_more_and_the_less_skewed_partition():
@@ -161,6 +185,6 @@ def test_gaps_per_seed_pair_each_seed_with_the_single_machine_of_the_same_seed_a
     per_seed = llcg.gaps(frame, tail=1, by_seed=True)["PSGD-PA"]
     assert per_seed.loc[("g", "metis", 0)] == pytest.approx(0.1) and per_seed.loc[("g", "metis", 1)] == \
         pytest.approx(0.1)
-    measured = llcg.gap_claim(llcg.gaps(frame, tail=1, by_seed=True), "PSGD-PA")
+    measured = llcg.gap_claim(llcg.gaps(frame, tail=1, by_seed=True), "PSGD-PA", pd.Series({"g": 0.0}))
     assert measured.per_setting == pytest.approx({"g, metis": 0.1, "g, random": 0.035})
     assert measured.per_setting_interval["g, random"][0] < 0.035 < measured.per_setting_interval["g, random"][1]

@@ -129,6 +129,69 @@ def test_rule_of_thumb_check_calls_agreement_only_where_the_interval_clears_1():
     assert checked.agrees.tolist() == [True, None, False]
 
 
+def _aged_errors(mvs_by_age: dict, vrgcn_by_age: dict, sage: float, step: int = 20) -> pd.DataFrame:
+    rows = [dict(graph="g", batch_size=8, step=step, sampler="GraphSAGE", staleness=0, error=sage)]
+    rows += [dict(graph="g", batch_size=8, step=step, sampler="MVS-GNN", staleness=k, error=e)
+             for k, e in mvs_by_age.items()]
+    rows += [dict(graph="g", batch_size=8, step=step, sampler="VR-GCN", staleness=k, error=e)
+             for k, e in vrgcn_by_age.items()]
+    return pd.DataFrame(rows)
+
+
+def test_c1_sees_the_stateful_samplers_as_old_as_training_finds_them():
+    shared = _aged_errors({0: 1.0, 10: 3.0}, {0: 4.0, 10: 6.0}, sage=2.5)
+    as_trained = mvs_gnn.error_as_trained(shared).loc[("g", 8, 20)]
+    assert as_trained["MVS-GNN"] == pytest.approx(2.0) and as_trained["VR-GCN"] == pytest.approx(5.0)
+    assert as_trained["GraphSAGE"] == pytest.approx(2.5)
+    # fresh, MVS-GNN would lead (2.5 / 1 - 1 = 1.5); as trained GraphSAGE is lower: the margin is negative
+    assert mvs_gnn.margin_over_others(mvs_gnn.error_as_trained(shared)).value == pytest.approx(2.5 / 2.0 - 1)
+
+
+def test_staleness_effect_ages_both_history_readers_and_keeps_the_stateless_ones():
+    shared = pd.concat([_aged_errors({0: 1.0, 10: 3.0}, {0: 4.0, 10: 1.5}, sage=2.5),
+                        _aged_errors({0: 1.0}, {0: 4.0}, sage=2.5, step=0)])  # step 0 has no age 10: left out
+    effect = mvs_gnn.staleness_effect(shared).set_index("staleness")
+    assert effect.step.unique().tolist() == [20]
+    assert effect.loc[0, "margin"] == pytest.approx(2.5 / 1.0 - 1)  # GraphSAGE the best other, MVS fresh
+    assert effect.loc[10, "margin"] == pytest.approx(1.5 / 3.0 - 1)  # VR-GCN aged alike is the best other
+
+
+def test_shared_staleness_must_stay_inside_the_inner_loop():
+    settings = resolve("mvs_gnn", mvs_gnn.PRESETS, {"scale": "smoke", "shared_staleness": [0, 20],
+                                                    "inner_steps": 20})
+    with pytest.raises(ValueError, match="shared_staleness must lie in 0..inner_steps - 1 = 19"):
+        mvs_gnn.shared_parameter_error(settings)
+
+
+def test_a_stale_state_is_read_from_the_step_it_was_taken(monkeypatch):
+    """At a checkpoint MVS-GNN and VR-GCN are measured once per age with the state of that many steps before (at a
+    large rate it differs from the fresh one), the stateless samplers once, and only ages the run reaches."""
+    monkeypatch.setattr(mvs_gnn, "_graph", lambda spec: toy_data(num_nodes=200, num_edges=800))
+    settings = resolve("mvs_gnn", mvs_gnn.PRESETS, {"scale": "smoke", "batch_sizes": [16], "hidden": 8,
+                                                    "cluster_size": 20})
+    errors, _ = mvs_gnn._shared_parameters_on((settings, "toy", 0.1, [0, 6], [0, 6], mvs_gnn.SHARED_SAMPLERS))
+    counts = errors.groupby(["step", "sampler"]).size()
+    assert counts.loc[(0, "MVS-GNN")] == 1 and counts.loc[(6, "MVS-GNN")] == 2 and counts.loc[(6, "VR-GCN")] == 2
+    assert counts.loc[(6, "GraphSAGE")] == 1 and set(errors[errors.staleness > 0].sampler) == {"MVS-GNN", "VR-GCN"}
+    at_six = errors[(errors.step == 6) & (errors.sampler == "MVS-GNN")].set_index("staleness").error
+    assert at_six.loc[6] != pytest.approx(at_six.loc[0], rel=1e-3)
+
+
+def test_lowest_from_is_the_step_from_which_mvs_stays_lowest():
+    index = pd.MultiIndex.from_tuples([("g", 0.01, step) for step in (0, 10, 30, 100)], names=["graph", "lr", "step"])
+    wide = pd.DataFrame(1.0, index=index, columns=[*mvs_gnn.SAMPLERS, "UNS"])
+    wide["MVS-GNN"] = [0.5, 2.0, 0.5, 0.5]  # lowest at step 0, loses at 10, lowest from 30 on
+    wide["UNS"] = [3.0, 3.0, 3.0, 0.1]  # below UNS until the last step: never from a step on
+    row = mvs_gnn.lowest_from(wide).loc[("g", 0.01)]
+    assert row.lowest_of_six == 30 and row.below_uns is None
+
+
+def test_ppi_like_has_the_shape_of_ppi():
+    data = load_graph("ppi_like")
+    assert (data.num_nodes, data.x.shape[1], data.num_classes) == (14_755, 50, 121)
+    assert data.graph.num_edges / data.num_nodes == pytest.approx(2 * 225_270 / 14_755, rel=0.1)
+
+
 def test_margin_over_others_needs_mvs_best_on_most_settings():
     from mlsysrepro.core.claims import verdict
 

@@ -10,11 +10,14 @@ text says 0.01), K = 20 iterations between checkpoints, gamma = 100 % on graphs 
 - :func:`convergence` — Fig. 2: training loss and validation score against iterations for the six samplers over
   ``fig2_seeds`` seeds, and each sampler's gradient variance on its own trajectory (every seed, for a band);
 - :func:`shared_parameter_error` — Fig. 2's quantity at shared parameters (checkpoints of one full-batch run),
-  split into bias and variance, with MVS against uniform batches (all neighbours) and the diagnostic
+  split into bias and variance, MVS-GNN's and VR-GCN's state also as old as training finds it (0 to K - 1 steps),
+  with MVS against uniform batches (all neighbours) and the diagnostic
   :func:`mlsysrepro.gnn.mvs.sampling_variance` that predicts which of the two wins;
+- :func:`error_against_step` — the same measurement along full-batch runs at two Adam rates on contextual SBMs of two
+  homophily levels: from which step MVS-GNN's estimator is the best;
 - :func:`score_vs_batch_size` — Table 3: test score against batch size, mean and std over seeds;
 - :func:`time_breakdown` — Table 4: sampling, training and checkpoint ("distribution") time per
-  20 iterations of a 5-layer GNN;
+  20 iterations of a 5-layer GNN, on a graph of PPI's shape (``ppi_like``) where PPI itself is not at hand;
 - :func:`inner_loop_sweep` — Fig. 3: MVS-GNN with K inner steps between checkpoints;
 - :func:`mvs_vs_uniform` — Fig. 4: all neighbours, MVS node sampling against uniform (UNS);
 - :func:`sampler_throughput` — mini-batches per second against graph size (synthetic graphs).
@@ -29,6 +32,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -54,9 +58,10 @@ SAMPLERS = ("MVS-GNN", "GraphSAGE", "VR-GCN", "LADIES", "Cluster-GCN", "GraphSAI
 PRESETS = {
     "smoke": dict(
         graphs=["minesweeper"], batch_sizes=[256], steps=20, log_every=10, variance_draws=2, fig2_seeds=2,
-        shared_checkpoints=[0, 10], shared_draws=4,
+        shared_checkpoints=[0, 10], shared_draws=4, shared_staleness=[0, 6],
+        error_homophily=[0.8], error_lrs=[0.01], error_checkpoints=[0, 5], error_nodes=1_000,
         table3_graphs=["minesweeper"], table3_batch_sizes=[64, 256], table3_steps=20, seeds=2,
-        table4_graph="minesweeper", table4_layers=3, table4_iterations=5, table4_repeats=2,
+        table4_graph="ppi_like", table4_layers=3, table4_iterations=5, table4_repeats=2,
         fig3_graphs=["minesweeper"], fig3_inner_steps=[1, 20], fig3_lrs=[0.01, 0.001], fig3_steps=20,
         fig4_graphs=["cora"], fig4_epochs=3, fig4_batch_size=64, fig4_log_every=5,
         scaling_sizes=[2_000, 20_000], scaling_batches=2, scaling_metis_limit=200_000,
@@ -66,8 +71,11 @@ PRESETS = {
     "default": dict(
         graphs=["tolokers", "minesweeper", "citeseer"], batch_sizes=[512], steps=300, log_every=10,
         variance_draws=3, fig2_seeds=3, shared_checkpoints=[0, 50, 100, 200, 300], shared_draws=40,
+        shared_staleness=[0, 6, 12, 18],
+        error_homophily=[0.8, 0.3], error_lrs=[0.01, 0.001], error_checkpoints=[0, 10, 30, 100, 200, 300],
+        error_nodes=10_000,
         table3_graphs=["citeseer", "minesweeper"], table3_batch_sizes=[64, 256, 512], table3_steps=300, seeds=5,
-        table4_graph="tolokers", table4_layers=5, table4_iterations=20, table4_repeats=5,
+        table4_graph="ppi_like", table4_layers=5, table4_iterations=20, table4_repeats=5,
         fig3_graphs=["citeseer", "minesweeper", "tolokers"], fig3_inner_steps=[1, 5, 20, 40], fig3_lrs=[0.01, 0.001],
         fig3_steps=300,
         fig4_graphs=["cora", "citeseer"], fig4_epochs=30, fig4_batch_size=64, fig4_log_every=2,
@@ -78,6 +86,9 @@ PRESETS = {
     "paper": dict(
         graphs=["reddit", "ppi", "ppi_large", "yelp"], batch_sizes=[512], steps=1_000, log_every=10,
         variance_draws=10, fig2_seeds=3, shared_checkpoints=[0, 100, 300, 1_000], shared_draws=100,
+        shared_staleness=[0, 6, 12, 18],
+        error_homophily=[0.8, 0.3], error_lrs=[0.01, 0.001], error_checkpoints=[0, 10, 30, 100, 300, 1_000],
+        error_nodes=100_000,
         table3_graphs=["reddit", "ppi", "ppi_large", "yelp"], table3_batch_sizes=[256, 512, 1024, 2048],
         table3_steps=5_000, seeds=3,
         table4_graph="ppi", table4_layers=5, table4_iterations=20, table4_repeats=10,
@@ -93,7 +104,9 @@ PRESETS = {
 #: Each knob's inclusive bounds (None: unbounded), checked by ``resolve``.
 RANGES = {
     "steps": (1, None), "log_every": (1, None), "variance_draws": (0, None), "fig2_seeds": (1, None),
-    "shared_checkpoints": (0, None), "shared_draws": (2, None), "table3_batch_sizes": (1, None),
+    "shared_checkpoints": (0, None), "shared_draws": (2, None), "shared_staleness": (0, None),
+    "error_homophily": (0.0, 1.0), "error_lrs": (Above(0), None), "error_checkpoints": (0, None),
+    "error_nodes": (100, None), "table3_batch_sizes": (1, None),
     "table3_steps": (1, None), "seeds": (1, None), "table4_layers": (1, None), "table4_iterations": (1, None),
     "table4_repeats": (1, None), "fig3_inner_steps": (1, None), "fig3_lrs": (Above(0), None), "fig3_steps": (1, None),
     "fig4_epochs": (1, None), "fig4_batch_size": (1, None), "fig4_log_every": (1, None), "batch_sizes": (1, None),
@@ -141,9 +154,15 @@ def run_sampler(data, sampler_name, batch_size, settings, seed, steps, log_every
 
 
 @functools.lru_cache(maxsize=4)
-def _graph(name: str) -> GraphData:
-    """A graph loaded once per process (a worker runs many tasks on the same few graphs)."""
-    return load_graph(name)
+def _graph(spec: str | tuple) -> GraphData:
+    """A graph loaded once per process (a worker runs many tasks on the same few graphs): a name
+    (:func:`mlsysrepro.gnn.datasets.load_graph`), or ``("csbm", nodes, homophily)``, a contextual SBM named by
+    :func:`error_graph_name`."""
+    if isinstance(spec, tuple):
+        _, nodes, homophily = spec
+        return replace(contextual_sbm(nodes, torch.Generator().manual_seed(0), homophily=homophily),
+                       name=error_graph_name(homophily))
+    return load_graph(spec)
 
 
 def _run_task(task) -> pd.DataFrame:
@@ -181,53 +200,117 @@ def convergence(settings) -> pd.DataFrame:
                   knobs=MODEL_KNOBS + ("graphs", "batch_sizes", "steps", "log_every", "variance_draws", "fig2_seeds"))
 
 
+#: The samplers whose state a checkpoint sets (MVS-GNN's probabilities and history; VR-GCN's history): in training it
+#: is 0 to K - 1 steps old when a batch reads it, so at shared parameters they are measured with it taken each of
+#: ``shared_staleness`` steps before (VR-GCN's history, refreshed in training only where a batch writes it, is older
+#: still: this is generous to it).
+STALE_SAMPLERS = ("MVS-GNN", "VR-GCN")
+
+
 def shared_parameter_error(settings) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Fig. 2's quantity at shared parameters: one full-batch Adam run per graph, and at each step of
     ``shared_checkpoints`` every sampler of :data:`SHARED_SAMPLERS` as an estimator of the full gradient
     (:func:`mlsysrepro.gnn.training.gradient_error`: bias², variance, error and ||g||² over ``shared_draws``
     batches). Every sampler sees the same parameters, so a sampler that trains fast is not charged for the larger
-    gradients it meets; the draws come from generators of their own, so measuring never changes the run. A
-    sampler with a history gets it fresh (an exact pass) at each checkpoint, and MVS-GNN its probabilities.
+    gradients it meets; the draws come from generators of their own, so measuring never changes the run. The
+    samplers of :data:`STALE_SAMPLERS` are measured once per ``staleness`` of ``shared_staleness`` (their history
+    and probabilities set that many steps before, up to the step itself); the others have no state to go stale
+    (``staleness`` 0).
 
     Returns the errors and, per checkpoint and batch size, :func:`mlsysrepro.gnn.mvs.sampling_variance` of the
     training nodes (rho, alignment, the rule of thumb's ratio), beside which the notebook sets the measured ratio
     of MVS's error to uniform batches' (all neighbours)."""
+    if max(settings.shared_staleness) >= settings.inner_steps:
+        raise ValueError(f"shared_staleness must lie in 0..inner_steps - 1 = {settings.inner_steps - 1} (the ages a "
+                         f"checkpoint's state reaches in training), got {settings.shared_staleness}")
+
     def compute():
-        parts = _map(settings, settings.graphs, _shared_parameters_on, [(settings, graph) for graph in settings.graphs],
-                     "graphs at shared parameters")
+        tasks = [(settings, graph, settings.lr, settings.shared_checkpoints, settings.shared_staleness, SHARED_SAMPLERS)
+                 for graph in settings.graphs]
+        parts = _map(settings, settings.graphs, _shared_parameters_on, tasks, "graphs at shared parameters")
         return (pd.concat([errors for errors, _ in parts], ignore_index=True),
                 pd.concat([diagnostics for _, diagnostics in parts], ignore_index=True))
 
     return cached("shared_parameter_error", settings, compute,
-                  knobs=MODEL_KNOBS + ("graphs", "batch_sizes", "shared_checkpoints", "shared_draws"))
+                  knobs=MODEL_KNOBS + ("graphs", "batch_sizes", "shared_checkpoints", "shared_draws",
+                                       "shared_staleness"))
+
+
+def error_graph_name(homophily: float) -> str:
+    """The name :func:`error_against_step`'s graph of a given homophily goes by (``csbm h=0.8``)."""
+    return f"csbm h={homophily:g}"
+
+
+def error_against_step(settings) -> pd.DataFrame:
+    """The gradient error against the step (the question of Fig. 2 and Fig. 4: from when does MVS win?) at each Adam
+    rate of ``error_lrs`` on a contextual SBM of ``error_nodes`` nodes at each homophily of ``error_homophily``:
+    :func:`shared_parameter_error`'s measurement (state fresh at each checkpoint) along a full-batch run at that
+    rate, every sampler of :data:`SHARED_SAMPLERS` at each step of ``error_checkpoints``. The rate sets how far the
+    parameters travel by a step, the homophily how alike neighbours' gradients are (the rule of thumb's ``a``)."""
+    def compute():
+        graphs = [("csbm", settings.error_nodes, h) for h in settings.error_homophily]
+        tasks = [(settings.with_values(batch_sizes=settings.batch_sizes[-1:]), graph, lr, settings.error_checkpoints,
+                  [0], SHARED_SAMPLERS) for graph in graphs for lr in settings.error_lrs]
+        parts = _map(settings, graphs, _shared_parameters_on, tasks, "error against the step")
+        return pd.concat([errors.assign(lr=lr) for (errors, _), (_, _, lr, *_) in zip(parts, tasks)],
+                         ignore_index=True)
+
+    return cached("error_against_step", settings, compute,
+                  knobs=MODEL_KNOBS + ("batch_sizes", "error_homophily", "error_lrs", "error_checkpoints",
+                                       "error_nodes", "shared_draws"))
 
 
 def _shared_parameters_on(task) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """:func:`shared_parameter_error` on one graph (a worker's unit): ``(settings, graph)``."""
-    settings, graph = task
-    data = _graph(graph)
+    """One graph's full-batch Adam run at ``lr`` with the samplers measured along it (a worker's unit):
+    ``(settings, graph, lr, checkpoints, staleness, samplers)``; see :func:`shared_parameter_error`."""
+    settings, spec, lr, checkpoints, staleness, names = task
+    data = _graph(spec)
+    graph = data.name
     adjacency = data.graph.adjacency()
     torch.manual_seed(settings.seed)  # the same initial weights as the Fig. 2 runs
     model = _model(data, settings)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
-    samplers = {(B, name): make_sampler(name, data, B, model.num_layers, settings,
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+
+    def fresh_samplers(which) -> dict:
+        return {(B, name): make_sampler(name, data, B, model.num_layers, settings,
                                         torch.Generator().manual_seed(settings.seed + 1))
-                for B in settings.batch_sizes for name in SHARED_SAMPLERS}
+                for B in settings.batch_sizes for name in which}
+
+    samplers = fresh_samplers(names)
+    stale = [name for name in names if name in STALE_SAMPLERS]
+    states = {}  # (checkpoint, staleness) -> (history, the stale samplers refreshed then)
     errors, diagnostics = [], []
-    for step in progress(range(max(settings.shared_checkpoints) + 1), f"{graph} at shared parameters"):
-        if step in settings.shared_checkpoints:
+    for step in progress(range(max(checkpoints) + 1), f"{graph} at shared parameters"):
+        due = [(c, k) for c in checkpoints for k in staleness if c - k == step]
+        if due or step in checkpoints:
             inputs, logits, last_input = model.exact_pass(data.x, adjacency)
+        for key in due:
+            history = History(model.num_layers, data.num_nodes, model.hidden)
+            history.fill(inputs)
+            refreshed = fresh_samplers(stale)
+            for sampler in refreshed.values():
+                sampler.refresh(model, data, history, 0)
+            states[key] = history, refreshed
+        if step in checkpoints:
             history = History(model.num_layers, data.num_nodes, model.hidden)
             history.fill(inputs)
             idx = data.train_idx
             for B in settings.batch_sizes:
                 diagnostics.append(dict(graph=graph, step=step, batch_size=B, **sampling_variance(
                     logits[idx], last_input[idx], data.y[idx], min(B, idx.numel() - 1))))
-            for (B, name), sampler in samplers.items():
-                sampler.refresh(model, data, history, 0)
+            measured = []
+            for key, sampler in samplers.items():
+                if key[1] not in stale:
+                    sampler.refresh(model, data, history, 0)  # MVS with every neighbour: its p; a no-op elsewhere
+                    measured.append((0, key, sampler, history))
+            for k in staleness:
+                if (step, k) in states:
+                    old_history, refreshed = states.pop((step, k))
+                    measured += [(k, key, sampler, old_history) for key, sampler in refreshed.items()]
+            for k, (B, name), sampler, used in measured:
                 draws = torch.Generator().manual_seed(settings.seed + 2)
-                errors.append(dict(graph=graph, step=step, batch_size=B, sampler=name, **gradient_error(
-                    model, data, sampler, history if sampler.uses_history else None, adjacency, draws,
+                errors.append(dict(graph=graph, step=step, batch_size=B, sampler=name, staleness=k, **gradient_error(
+                    model, data, sampler, used if sampler.uses_history else None, adjacency, draws,
                     settings.shared_draws)))
         optimizer.zero_grad()
         logits = model.forward_full(data.x, adjacency)
@@ -398,7 +481,8 @@ FIG2 = "every graph of `graphs` x batch size of `batch_sizes` (Fig. 2)"
 CLAIMS = (
     Claim("C1", "MVS-GNN has the lowest gradient variance of the six samplers", where="Fig. 2",
           paper_value="lowest on all 4 graphs", unit="the lowest other sampler's error E||g_B - g||^2 over "
-          "MVS-GNN's, minus 1 (> 0: MVS-GNN lowest), at shared parameters", rule=above(0.0),
+          "MVS-GNN's, minus 1 (> 0: MVS-GNN lowest), at shared parameters, MVS-GNN's and VR-GCN's state as old as "
+          "training finds it (the mean over `shared_staleness`)", rule=above(0.0),
           over=FIG2 + " x checkpoint of `shared_checkpoints`", min_share=2 / 3),
     Claim("C2", "With all neighbours, MVS's gradient variance is below uniform sampling's at every epoch",
           where="Fig. 4", paper_value="below at every epoch (Cora, CiteSeer)", unit="UNS's epoch-average gradient "
@@ -436,6 +520,49 @@ def margin_over_others(values: pd.DataFrame) -> Measurement:
     names = _setting_names(margins.index)
     behind = [names[key] for key, m in margins.items() if m < 0]
     return across({names[key]: m for key, m in margins.items()}, note="not best in: " + ("; ".join(behind) or "none"))
+
+
+def error_as_trained(shared: pd.DataFrame) -> pd.DataFrame:
+    """Per (graph, batch size, step) of :func:`shared_parameter_error`, each sampler's error as training meets it:
+    for :data:`STALE_SAMPLERS` the mean over the staleness measured at that step (the state is 0 to K - 1 steps old
+    with equal frequency between checkpoints), for the others their one value. One column per sampler."""
+    return shared.groupby(["graph", "batch_size", "step", "sampler"]).error.mean().unstack("sampler")
+
+
+def staleness_effect(shared: pd.DataFrame) -> pd.DataFrame:
+    """Per (graph, batch size, step, staleness) of :func:`shared_parameter_error`, at the steps that reach every
+    staleness measured: MVS-GNN's margin as in claim C1 (the lowest other sampler's error over MVS-GNN's, minus 1),
+    both history readers with their state that many steps old; how much of MVS-GNN's lead a stale checkpoint
+    costs."""
+    oldest = shared.staleness.max()
+    reached = shared[shared.step >= oldest]
+    stateless = reached[reached.staleness == 0].loc[lambda f: ~f.sampler.isin(STALE_SAMPLERS)]
+    rows = []
+    for k, part in reached[reached.sampler.isin(STALE_SAMPLERS)].groupby("staleness"):
+        wide = pd.concat([part, stateless]).pivot_table(index=["graph", "batch_size", "step"], columns="sampler",
+                                                        values="error")
+        rows.append(pd.DataFrame({"staleness": k, "margin": wide.drop(columns="MVS-GNN").min(axis=1)
+                                  / wide["MVS-GNN"] - 1}).reset_index())
+    return pd.concat(rows, ignore_index=True)
+
+
+def _first_of_the_rest(steps: pd.Series) -> int | None:
+    """The first step (index) from which ``steps`` (booleans, ordered by step) is true at every later step."""
+    held = steps.to_numpy()[::-1].cumprod()[::-1].astype(bool)
+    return int(steps.index[held.argmax()]) if held.any() else None
+
+
+def lowest_from(wide: pd.DataFrame) -> pd.DataFrame:
+    """Per (graph, rate) of :func:`error_against_step`'s errors (``wide``: indexed by graph, lr and step, one column
+    per sampler), the first measured step from which MVS-GNN's error is the lowest of :data:`SAMPLERS` at every
+    later step (``lowest_of_six``), and from which it stays below UNS's (``below_uns``); None: not by the last."""
+    keys, rows = [], []
+    for key, part in wide.groupby(level=["graph", "lr"]):
+        part = part.droplevel(["graph", "lr"]).sort_index()
+        keys.append(key)
+        rows.append({"lowest_of_six": _first_of_the_rest(part[list(SAMPLERS)].idxmin(axis=1) == "MVS-GNN"),
+                     "below_uns": _first_of_the_rest(part["MVS-GNN"] < part["UNS"])})
+    return pd.DataFrame(rows, index=pd.MultiIndex.from_tuples(keys, names=["graph", "lr"]), dtype=object)
 
 
 def _by_setting(per_seed: pd.Series) -> dict[str, list[float]]:
