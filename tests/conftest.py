@@ -9,7 +9,9 @@ import pytest
 @pytest.fixture(scope="session", autouse=True)
 def isolated_outputs(tmp_path_factory):
     root = tmp_path_factory.mktemp("mlsysrepro")
-    saved = {k: os.environ.get(k) for k in ("MLSYSREPRO_BUILD_DIR", "MLSYSREPRO_CACHE_DIR", "MLSYSREPRO_NO_PROGRESS")}
+    saved = {k: os.environ.get(k) for k in ("MLSYSREPRO_BUILD_DIR", "MLSYSREPRO_CACHE_DIR", "MLSYSREPRO_NO_PROGRESS",
+                                            "MLSYSREPRO_STRICT_KEYS")}
+    os.environ["MLSYSREPRO_STRICT_KEYS"] = "1"  # every cached computation the tests run (notebooks too) checks its key
     os.environ["MLSYSREPRO_BUILD_DIR"] = str(root / "build")
     os.environ["MLSYSREPRO_CACHE_DIR"] = str(root / "cache")
     os.environ["MLSYSREPRO_NO_PROGRESS"] = "1"

@@ -147,3 +147,62 @@ def test_ctrl_c_stops_the_runner_and_its_kernel_and_prints_the_summary(tmp_path)
     assert started.returncode == 130, output
     assert "interrupted: stopping the running notebooks" in output and "0 passed, 1 failed: sleeper" in output
     assert not _alive(kernel), "the kernel outlived the runner"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="prctl is Linux's")
+def test_a_kernel_dies_with_a_runner_killed_under_a_child_subreaper(tmp_path):
+    """systemd --user, tini and docker --init adopt orphans: a runner killed with SIGKILL (nothing of it runs to clean
+    up) while its kernel starts must take the kernel with it. ipykernel's own parent watch starts with the kernel and
+    only looks for PID 1 when its parent is already gone by then, so under a subreaper the kernel idles forever."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import time\ntime.sleep(300)")])
+    notebook.cells.insert(0, nbformat.v4.new_code_cell("scale = 'smoke'", metadata={"tags": ["parameters"]}))
+    notebook.metadata.update(kernelspec={"name": "python3", "language": "python", "display_name": "Python 3"},
+                             language_info={"name": "python"})
+    nbformat.write(notebook, folder / "sleeper.ipynb")
+    start_runner = ("import sys\nfrom pathlib import Path\nfrom mlsysrepro import runner\n"
+                    f"runner.NOTEBOOKS = Path({str(folder)!r})\nsys.exit(runner.main(['--scale', 'smoke']))\n")
+    # the subreaper: adopts what its descendants orphan, kills the runner once the kernel runs, then reports
+    subreaper = f"""
+import ctypes, os, signal, subprocess, sys, time
+from pathlib import Path
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER
+runner = subprocess.Popen([sys.executable, "-c", {start_runner!r}], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+def kernel_of(runner):  # the runner's child whose command starts an ipykernel, once it is spawned
+    for task in Path(f"/proc/{{runner}}/task").glob("*"):
+        for child in (task / "children").read_text().split():
+            if b"ipykernel_launcher" in Path(f"/proc/{{child}}/cmdline").read_bytes():
+                return int(child)
+kernel, deadline = None, time.monotonic() + 120
+while kernel is None and time.monotonic() < deadline:
+    try:
+        kernel = kernel_of(runner.pid)
+    except OSError:
+        pass
+    time.sleep(0.01)
+os.kill(runner.pid, signal.SIGKILL)  # while the kernel starts: before ipykernel watches its parent
+runner.wait()
+time.sleep(8)
+reaped = set()
+while True:  # the adopted children that died: a dead kernel is reaped here, a live one is not
+    try:
+        pid, _ = os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        break
+    if pid == 0:
+        break
+    reaped.add(pid)
+alive = kernel not in reaped and os.path.exists(f"/proc/{{kernel}}")
+if alive:
+    os.kill(kernel, signal.SIGKILL)
+print("kernel alive" if alive else "kernel gone" if kernel else "no kernel started")
+"""
+    result = subprocess.run([sys.executable, "-c", subreaper], cwd=paths.REPO_ROOT, capture_output=True, text=True,
+                            timeout=240)
+    assert result.stdout.strip().splitlines()[-1:] == ["kernel gone"], result.stdout + result.stderr

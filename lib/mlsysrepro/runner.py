@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from . import reproduction
-from .core import paths, runtimes
+from .core import orphans, paths, runtimes
 
 NOTEBOOKS = paths.REPO_ROOT / "notebooks"
 RUNNABLE_SCALES = ("smoke", "default")  # `paper` is documented, not run here
@@ -99,6 +99,12 @@ def _ipc_kernel_manager():
         @default("ip")
         def _default_ip(self):
             return str(Path(tempfile.mkdtemp(prefix="mlsysrepro-kernel-")) / "kernel")
+
+        def format_kernel_cmd(self, extra_arguments=None):
+            """The kernel's command, started through :mod:`mlsysrepro.core.orphans` so that it dies with this
+            process however this process dies (SIGKILL included, and under a child subreaper)."""
+            command = super().format_kernel_cmd(extra_arguments)
+            return [sys.executable, orphans.__file__, str(os.getpid()), *command]
 
         async def _async_cleanup_resources(self, restart: bool = False) -> None:
             await super()._async_cleanup_resources(restart=restart)

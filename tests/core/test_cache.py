@@ -55,6 +55,39 @@ def test_a_knob_left_out_of_the_list_never_invalidates_the_cache():
     assert len(calls) == 2
 
 
+def test_a_computation_that_reads_a_knob_its_key_omits_is_refused_and_never_cached(monkeypatch):
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 15})
+
+    def reads_n_and_workers():
+        return {"w": torch.tensor([float(settings.n), float(settings.workers)])}
+
+    monkeypatch.setenv("MLSYSREPRO_STRICT_KEYS", "1")
+    with pytest.raises(cache_module.IncompleteKey, match=r"read the knobs \['n'\], which its key omits"):
+        cached("unkeyed", settings, reads_n_and_workers, knobs=[])
+    assert not cache_path("unkeyed", settings, []).exists()
+    monkeypatch.delenv("MLSYSREPRO_STRICT_KEYS")
+    with pytest.warns(UserWarning, match="not cached"):
+        value = cached("unkeyed", settings, reads_n_and_workers, knobs=[])
+    assert value["w"].tolist() == [1.0, 1.0] and not cache_path("unkeyed", settings, []).exists()
+    cached("unkeyed", settings, reads_n_and_workers, knobs=["n"])  # workers says how, never what: unkeyed
+    assert cache_path("unkeyed", settings, ["n"]).exists()
+
+
+def test_a_computation_reads_what_the_computations_it_calls_read(monkeypatch):
+    monkeypatch.setenv("MLSYSREPRO_STRICT_KEYS", "1")
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 16})
+
+    def inner():
+        return {"n": torch.tensor(float(settings.n))}
+
+    def outer():  # its result depends on n through inner's, so its key must hold n too
+        return {"twice": 2 * cached("inner", settings, inner, knobs=["n"])["n"]}
+
+    with pytest.raises(cache_module.IncompleteKey, match="'outer'"):
+        cached("outer", settings, outer, knobs=[])
+    assert cached("outer", settings, outer, knobs=["n"])["twice"].item() == 2.0
+
+
 def test_an_unknown_knob_is_named():
     settings = resolve("cache_test", PRESETS, {"scale": "smoke"})
     with pytest.raises(ValueError, match=r"knobs \['m'\] are not parameters of cache_test; "

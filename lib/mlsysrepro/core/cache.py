@@ -6,8 +6,9 @@ it imports, directly or through others (:func:`source_hash`), plus the data regi
 checksums of every dataset). Editing any of that code or data gives new keys, so no entry outlives the code that
 made it; a change outside it (a notebook, another paper's module, an installed library's version) does not. The
 sources are read at every call, so editing and reloading a module in a live kernel rekeys its entries too. A knob
-that does not change the artifact (a worker count, a speed measurement's size) is left out of the list, so
-changing it never invalidates the cache. ``use_cache=False`` (every notebook's parameter) recomputes and
+that does not change the artifact (a worker count) is left out of the list, so changing it never invalidates the
+cache; the knobs a computation reads are recorded while it runs, and one that reads a knob its list omits is not
+cached (the tests make it an error), so a forgotten knob can never serve an old result. ``use_cache=False`` (every notebook's parameter) recomputes and
 overwrites each entry once per process: an entry this process has itself recomputed is read back (a notebook that
 asks twice for the same comparison computes it once), an entry from before is never::
 
@@ -38,7 +39,7 @@ import pandas as pd
 import torch
 
 from . import paths
-from .settings import Settings
+from .settings import Settings, recording_reads
 
 PACKAGE = "mlsysrepro"
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
@@ -250,6 +251,15 @@ def read_entry(path: Path) -> Any:
         raise CorruptEntry(f"it does not load as plain data ({type(error).__name__}: {error})") from error
 
 
+class IncompleteKey(Exception):
+    """A cached computation read a knob its key omits (raised where ``MLSYSREPRO_STRICT_KEYS`` is set)."""
+
+
+#: Knobs that say how a computation runs, never what it computes: a key leaves them out.
+UNKEYED_KNOBS = frozenset({"workers"})
+#: Set (to anything) to make a computation that reads a knob its key omits raise instead of warn.
+STRICT_KEYS_ENV = "MLSYSREPRO_STRICT_KEYS"
+
 #: The entries this process recomputed with ``use_cache=False``: with it false they, and only they, are read back.
 _WRITTEN: set[Path] = set()
 #: Whether this process has already warned that it cannot write the cache (read-only ``data/``, a full disk).
@@ -271,7 +281,10 @@ def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: 
     """Return ``compute()``, loading it from the cache when a verified entry for this seed, these ``knobs`` and
     this code exists (with ``settings.use_cache`` false: one this process recomputed).
 
-    ``knobs`` lists every knob ``compute`` reads (directly or through the tasks it runs); ``source`` names the
+    ``knobs`` lists every knob ``compute`` reads (directly or through the tasks it runs); the reads this process
+    sees are recorded (:func:`mlsysrepro.core.settings.recording_reads`), and a computation that reads a knob its key
+    omits (but :data:`UNKEYED_KNOBS`) is not cached, with a warning, or raises :class:`IncompleteKey` where
+    ``MLSYSREPRO_STRICT_KEYS`` is set (the tests set it). ``source`` names the
     module whose code (with everything of this package it imports) computes the value, by default the one that
     defines ``compute``. ``compute`` must return tensors, numbers, strings, data frames, or lists, tuples and
     dicts of them. With ``settings.use_cache`` false the entry is recomputed and overwritten, once per process.
@@ -282,7 +295,17 @@ def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: 
             return read_entry(path)
         except (CorruptEntry, OSError) as error:
             warnings.warn(f"cache entry {path} is not usable ({error}); recomputing it", stacklevel=2)
-    value = compute()
+    with recording_reads() as reads:
+        value = compute()
+    unkeyed = sorted(reads - set(knobs) - UNKEYED_KNOBS)
+    if unkeyed:
+        message = (f"cached computation {name!r} of {settings.paper} read the knobs {unkeyed}, which its key omits "
+                   f"(knobs={sorted(set(knobs))}): an entry keyed without them would be served after they change. "
+                   "Add them to its knobs=.")
+        if os.environ.get(STRICT_KEYS_ENV):
+            raise IncompleteKey(message)
+        warnings.warn(message + " Its result is used by this run and not cached.", stacklevel=2)
+        return value
     try:
         write_entry(path, value)
     except OSError as error:

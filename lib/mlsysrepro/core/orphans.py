@@ -5,6 +5,11 @@ A process started by :func:`mlsysrepro.core.dist.launch` or a :class:`mlsysrepro
 parent died (SIGTERM to ``run_all.sh``, SIGKILL to papermill, a kernel that exits with ``os._exit``), so training
 never goes on in processes reparented to PID 1. Elsewhere it does nothing, and the launcher's own cleanup (which
 runs on a normal exit or an exception) is all there is.
+
+A program that is not ours (a notebook's kernel) is started through this file run as a script,
+``python .../orphans.py PARENT_PID COMMAND [ARGS...]`` (:func:`main`): it asks to die with ``PARENT_PID`` and
+becomes ``COMMAND`` (``exec``: the same process, the request kept). The file imports nothing of this package, so
+starting a kernel costs no import of torch.
 """
 
 from __future__ import annotations
@@ -27,3 +32,18 @@ def die_with_parent(parent: int) -> None:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
     if os.getppid() != parent:
         os._exit(1)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``orphans.py PARENT_PID COMMAND [ARGS...]``: run COMMAND in this process (``execvp``) after
+    :func:`die_with_parent` (``PARENT_PID``): how the runner starts a notebook's kernel, which a runner killed
+    with SIGKILL would otherwise leave running, idle, under PID 1 or a child subreaper."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) < 2 or not args[0].isdigit():
+        raise SystemExit("usage: python orphans.py PARENT_PID COMMAND [ARGS...]")
+    die_with_parent(int(args[0]))
+    os.execvp(args[1], args[1:])
+
+
+if __name__ == "__main__":
+    main()

@@ -24,9 +24,10 @@ allowed values: papermill itself only warns about a misspelt ``-p``.
 from __future__ import annotations
 
 import ast
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from . import paths
 
@@ -37,6 +38,23 @@ COMMON = {"scale": (str, "default"), "seed": (int, 0), "use_cache": (bool, True)
 
 #: The comment papermill puts on the first line of the cell it injects.
 _PAPERMILL_HEADER = "# Parameters"
+
+
+#: The knobs read, as attributes of a :class:`Settings`, while each cached computation of this process runs
+#: (:func:`recording_reads`), innermost last. A read counts for every computation running, so a computation that
+#: calls another also reads what that one reads. Reads in worker processes are not seen.
+_RECORDING: list[set[str]] = []
+
+
+@contextmanager
+def recording_reads() -> Iterator[set[str]]:
+    """The set of knobs read as attributes (``settings.n_draws``) until the block ends."""
+    reads: set[str] = set()
+    _RECORDING.append(reads)
+    try:
+        yield reads
+    finally:
+        _RECORDING.pop()
 
 
 @dataclass(frozen=True)
@@ -52,6 +70,8 @@ class Settings:
     def __getattr__(self, name: str) -> Any:
         values = object.__getattribute__(self, "values")
         if name in values:
+            for reads in _RECORDING:
+                reads.add(name)
             return values[name]
         raise AttributeError(f"{name!r} is not a parameter of {self.paper}; parameters: {sorted(values)}")
 
