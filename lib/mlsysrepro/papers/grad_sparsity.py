@@ -166,7 +166,14 @@ def snapshot(model, images, labels, sample: int, array: PEArray) -> dict:
 
 def train_one(settings, name: str, seed: int) -> dict:
     """Train ``name`` with Adam for ``epochs``; a snapshot before and after every epoch; the test
-    accuracy at the end."""
+    accuracy at the end. Without oneDNN: its multi-threaded convolution backward sums in an order that varies from run
+    to run (the same seed gave ResNet-8 MAC shares 1e-4 apart), and on one thread this torch build corrupts its heap
+    there; torch's own CPU convolutions give the same bytes every run."""
+    with torch.backends.mkldnn.flags(enabled=False):
+        return _train(settings, name, seed)
+
+
+def _train(settings, name: str, seed: int) -> dict:
     split = load_split(settings.dataset, seed, settings.train_images, 1, settings.test_images)
     x, y = _images(split, "train")
     x_test, y_test = _images(split, "test")
