@@ -3,7 +3,7 @@ import torch
 
 from mlsysrepro.recurrent.models import Tagger, Translator, WordLM
 from mlsysrepro.text.corpora import Tagged, batchify, build_vocab
-from mlsysrepro.recurrent.training import bucketed_batches, perplexity, train_lm, train_tagger, train_translator
+from mlsysrepro.recurrent.training import bucketed_batches, perplexity, tag, train_lm, train_tagger, train_translator
 
 
 def test_the_language_model_learns_a_periodic_stream_with_structured_dropout():
@@ -84,6 +84,23 @@ def test_the_tagger_learns_word_determined_tags():
     rows = train_tagger(model, data, data, {w: i for i, w in enumerate(vocab)}, ["O", "B-LOC", "B-PER"], epochs=4,
                         generator=g, lr=0.02)
     assert rows[-1]["dev_f1"] > 95.0
+
+
+def test_tagging_in_length_order_returns_each_sentence_its_own_tags():
+    """``tag`` batches sentences by length: each sentence must still get the tags it gets alone, in input order."""
+    g = torch.Generator().manual_seed(0)
+    words = ["w%d" % i for i in range(12)]
+    sentences = [[words[i] for i in torch.randint(12, (int(n),), generator=g).tolist()]
+                 for n in torch.randint(1, 30, (50,), generator=g)]
+    index = {w: i for i, w in enumerate(build_vocab(sentences))}
+    torch.manual_seed(0)
+    model = Tagger(len(index), 3, embedding=8, hidden=8, p=0.5, mode="structured")
+    tags = ["O", "B-LOC", "B-PER"]
+    together = tag(model, sentences, index, tags, batch_size=16)
+    alone = [tag(model, [s], index, tags)[0] for s in sentences]
+    assert together == alone
+    assert [len(t) for t in together] == [len(s) for s in sentences]
+    assert len({tuple(t) for t in together}) > 10  # the model tags sentences differently, so order matters
 
 
 def test_the_translator_learns_to_reverse_sequences_with_structured_dropout():

@@ -77,7 +77,7 @@ PRESETS = {
         seeds=5, modes=["none", "standard", "structured"], p=0.5, ptb_hidden=128, ptb_layers=2, ptb_batch=32,
         bptt=35, ptb_fraction=1.0, ptb_epochs=1, ptb_cutoffs=[2046, 6000], ptb_optimizer="adam", ptb_lr=0.005,
         ptb_clip=5.0, ptb_schedule="step", ptb_decay_after=6, ptb_valid_tokens=0, ptb_test_tokens=0,
-        conll_seeds=10, conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=15,
+        conll_seeds=20, conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=15,
         conll_lr=0.01,
         conll_eval_sentences=0, conll_pool=20, conll_schedule="linear", conll_cased=True,
         conll_min_count=2,
