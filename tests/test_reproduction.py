@@ -72,12 +72,59 @@ def test_claim_table_shows_the_verdict_and_keeps_checks_apart():
     results = {"title": "T", "scale": "default", "seed": 0, "figures": ["fig1_x.png"],
                "claims": [claim("C1", "fails"), claim("K1", "holds", "consistency check")]}
     text = "\n".join(reproduction._paper_section(catalog.TEMPLATE, results))
-    assert ("| C1 | Fig. 1 | a\\|b | 1 | x | 2.5 | [2, 3] | 3 of 4 | beyond | `measured <= 1` | **fails** | 2.5 fails "
-            "|  | small |") in text
-    assert "| K1 | Fig. 1 | a\\|b |  | x |" in text  # a consistency check has no paper value to be compared with
+    assert "| C1 | a\\|b | 1 | 2.5 | [2, 3] | 3 of 4 | **fails** |" in text
+    assert "| K1 | a\\|b |  | 2.5 |" in text  # a consistency check has no paper value to be compared with
+    assert "- **C1**: Fig. 1; unit: x; rule `measured <= 1`; against the paper: beyond. why: 2.5 fails. note: small." \
+        in text  # the long columns, in the collapsible block under the table
     assert "paper claims: 0 of 1 hold, 1 fails; analogues: -; our findings: -; consistency checks: 1 of 1 pass" in text
+    assert "**The paper says** a\\|b (C1; the paper: 1). **We found** 2.5 [2, 3]: fails" in text
     assert text.index("**Paper claims**") < text.index("**Consistency checks of this reproduction**")
     assert "(figures/_template/fig1_x.png)" in text
+    assert text.startswith('<a id="_template"></a>')
+
+
+def test_the_closing_list_of_claims_is_not_repeated_under_the_table():
+    results = {"title": "T", "scale": "default", "seed": 0, "figures": [], "claims": [claim("C1", "holds")],
+               "findings": {"speed": "**What we found.** 2x.", "summary": "## Which parts hold\n\n- **C1** holds"}}
+    text = "\n".join(reproduction._paper_section(catalog.TEMPLATE, results))
+    assert "- **What we found.** 2x." in text and "Which parts hold" not in text
+
+
+def _tokens(markdown: str) -> list[dict]:
+    mistune = pytest.importorskip("mistune")  # nbconvert's markdown parser
+    return mistune.create_markdown(renderer=None, plugins=["table"])(markdown)
+
+
+def _types(token: dict) -> set[str]:
+    return {token["type"]}.union(*(_types(child) for child in token.get("children", [])))
+
+
+def _text(token: dict) -> str:
+    return token.get("raw", "") + "".join(_text(child) for child in token.get("children", []))
+
+
+def test_committed_reproduction_is_valid_markdown_with_contents_anchors_and_short_tables():
+    text = paths.REPO_ROOT.joinpath("REPRODUCTION.md").read_text()
+    tokens = _tokens(text)
+    headings = [(t["attrs"]["level"], _text(t)) for t in tokens if t["type"] == "heading"]
+    papers = [p for p in (*catalog.PAPERS, catalog.TEMPLATE) if reproduction._results(p) is not None]
+    assert headings[:2] == [(1, "Reproduction status"), (2, "Contents")]
+    assert [title for _, title in headings[2:]] == [reproduction._results(p)["title"] for p in papers]
+    assert all(level == 2 for level, _ in headings[1:])
+    for paper in papers:  # every contents line links to an anchor that exists, just above its paper's heading
+        assert f"](#{paper.name})" in text
+        assert f'<a id="{paper.name}"></a>\n\n## {reproduction._results(paper)["title"]}' in text
+    tables = [t for t in tokens if t["type"] == "table"]
+    assert len(tables) > len(papers)
+    for table in tables[1:]:  # the claims tables (the first is the README's table of papers)
+        head, body = table["children"]
+        width = len(head["children"])
+        assert width <= 7
+        assert all(len(row["children"]) == width for row in body["children"])
+    for token in tokens:  # no heading hides inside a list item (a finding that carried its own heading)
+        if token["type"] == "list":
+            assert "heading" not in _types(token)
+    assert text.count("<details>") == text.count("</details>") > 0
 
 
 def test_runner_lists_notebooks_and_rejects_unknown_names(capsys):
@@ -150,8 +197,8 @@ def test_a_claim_whose_verdict_changed_over_the_last_runs_is_marked_unstable():
     rows = reproduction._claim_rows(results["claims"], {"C1": [INCONCLUSIVE, HOLDS]})
     assert "holds (unstable: inconclusive → holds over the last 5 runs)" in rows[-1]
     few = dict(claim("C2", HOLDS), per_setting={"a": 1.5, "b": 0.9}, per_setting_interval={"a": [1.2, 1.8]})
-    row = reproduction._claim_rows([few], {})[-1]
-    assert "| 3 of 4: a 1.5 [1.2, 1.8]; b 0.9 |" in row  # under 6 settings, each setting's own value and interval
+    details = "\n".join(reproduction._claim_details([few]))
+    assert "per setting: a 1.5 [1.2, 1.8]; b 0.9." in details  # under 6 settings, each setting's own value and interval
 
 
 def test_committed_runs_read_the_history_of_a_papers_results():

@@ -5,8 +5,9 @@ Only ``default``-scale results are read (``figures/<paper>/results.json``), so t
 recorded under that key (:meth:`mlsysrepro.core.claims.Report.finding`) and the section's runtime, so the committed
 notebook states its findings, with computed numbers, on GitHub. A markdown cell tagged ``listing:<module>.<name>``
 receives the source of that library function (the paper's algorithm on the page, always the code that runs).
-``python -m mlsysrepro.reproduction`` rewrites all of them; ``--check`` exits 1 when any is out of date (a test
-runs it).
+It also draws the map of the collection (:mod:`mlsysrepro.collection_map`, ``figures/collection_map.png``) that
+README.md and REPRODUCTION.md open with. ``python -m mlsysrepro.reproduction`` rewrites all of them; ``--check`` exits
+1 when any is out of date (a test runs it; for the map it compares the points drawn, ``figures/collection_map.json``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import nbformat
 
+from . import collection_map
 from .catalog import PAPERS, TEMPLATE, Paper
 from .core import paths, runtimes
 from .core.claims import (ANALOGUE, CONSISTENCY, FAILS, FINDING, HOLDS, INCONCLUSIVE, MIN_BOOTSTRAP_SETTINGS,
@@ -31,6 +33,7 @@ FINDING_TAG = "finding:"
 LISTING_TAG = "listing:"
 README = paths.REPO_ROOT / "README.md"
 REPRODUCTION = paths.REPO_ROOT / "REPRODUCTION.md"
+MAP_POINTS = paths.REPO_ROOT / "figures" / f"{collection_map.NAME}.json"
 TABLE_START, TABLE_END = "<!-- papers:start -->", "<!-- papers:end -->"
 RUNTIMES_START, RUNTIMES_END = "<!-- runtimes:start -->", "<!-- runtimes:end -->"
 #: How many committed runs of a paper the stability mark reads (the current results.json among them).
@@ -178,40 +181,99 @@ def paper_table() -> str:
     return "\n".join(rows)
 
 
+#: The finding every notebook records as its closing list of claims ("Which parts of the paper hold"): REPRODUCTION.md
+#: shows the claims as a table, so this finding is left out there (it would list every claim twice).
+SUMMARY_FINDING = "summary"
+#: The claims table's columns (rule, reason, robustness and notes go to a collapsible block under it).
+CLAIM_COLUMNS = ("id", "claim", "paper", "ours", "95 % interval", "settings", "verdict")
+
+
+def _verdict_cell(claim: dict, unstable: dict[str, list[str]]) -> str:
+    verdict = ("**" + claim["verdict"] + "**" if claim["verdict"] != HOLDS else claim["verdict"]) + (
+        " (timing)" if claim["timing"] else "")
+    if claim["id"] in unstable:
+        verdict += " (unstable: " + " → ".join(unstable[claim["id"]]) + f" over the last {STABILITY_RUNS} runs)"
+    return verdict
+
+
+def _interval(claim: dict) -> str:
+    return "" if claim["interval"] is None else f"[{_fmt(claim['interval'][0])}, {_fmt(claim['interval'][1])}]"
+
+
 def _claim_rows(claims: list[dict], unstable: dict[str, list[str]]) -> list[str]:
-    """One row a claim; a consistency check shows no paper value (it has none to be compared with)."""
-    lines = ["| id | where | statement | paper | unit | ours | 95 % interval | settings | vs paper | rule | verdict | "
-             "why | robustness | note |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    """The claims table: one short row a claim, in :data:`CLAIM_COLUMNS`; a consistency check shows no paper value
+    (it has none to be compared with). Everything longer is in :func:`_claim_details`."""
+    lines = ["| " + " | ".join(CLAIM_COLUMNS) + " |", "|" + "---|" * len(CLAIM_COLUMNS)]
     for c in claims:
-        verdict = ("**" + c["verdict"] + "**" if c["verdict"] != HOLDS else c["verdict"]) + (
-            " (timing)" if c["timing"] else "")
-        if c["id"] in unstable:
-            verdict += " (unstable: " + " → ".join(unstable[c["id"]]) + f" over the last {STABILITY_RUNS} runs)"
-        interval = "" if c["interval"] is None else f"[{_fmt(c['interval'][0])}, {_fmt(c['interval'][1])}]"
         paper_value = "" if c["kind"] == CONSISTENCY else _fmt(c["paper_value"])
-        settings = _fmt(c["settings_held"])
-        if c.get("per_setting") and len(c["per_setting"]) < MIN_BOOTSTRAP_SETTINGS:  # each setting's own interval
-            own = c.get("per_setting_interval") or {}
-            settings += ": " + "; ".join(
-                f"{name} {_fmt(value)}" + (f" [{_fmt(own[name][0])}, {_fmt(own[name][1])}]" if own.get(name) else "")
-                for name, value in c["per_setting"].items())
-        robust = "; ".join(entry["text"] for entry in c.get("robustness", []))
-        lines.append(
-            f"| {c['id']} | {c['where']} | {_fmt(c['statement'])} | {paper_value} | {_fmt(c['unit'])} | "
-            f"{_fmt(c['measured'])} | {interval} | {settings} | {c['vs_paper']} | `{c['rule']}` | "
-            f"{verdict} | {_fmt(c['why'])} | {_fmt(robust)} | {_fmt(c['note'])} |"
-        )
+        lines.append(f"| {c['id']} | {_fmt(c['statement'])} | {paper_value} | {_fmt(c['measured'])} | "
+                     f"{_interval(c)} | {_fmt(c['settings_held'])} | {_verdict_cell(c, unstable)} |")
     return lines
 
 
+def _per_setting(claim: dict) -> str:
+    """Under :data:`MIN_BOOTSTRAP_SETTINGS` settings, each setting's own value and interval (they decide the
+    verdict there); else nothing."""
+    if not claim.get("per_setting") or len(claim["per_setting"]) >= MIN_BOOTSTRAP_SETTINGS:
+        return ""
+    own = claim.get("per_setting_interval") or {}
+    return "; ".join(f"{name} {_fmt(value)}" + (f" [{_fmt(own[name][0])}, {_fmt(own[name][1])}]" if own.get(name)
+                                                 else "") for name, value in claim["per_setting"].items())
+
+
+def _claim_details(claims: list[dict]) -> list[str]:
+    """A collapsible block under the claims table: per claim where the paper says it, the unit, the rule and why it
+    gave this verdict, each setting's value (under 6 settings), the robustness over our modelling choices and the
+    note."""
+    lines = ["<details><summary>Rule, unit, reason and notes of each claim</summary>", ""]
+    for c in claims:
+        parts = [f"{_fmt(c['where'])}; unit: {_fmt(c['unit'])}; rule `{c['rule']}`"
+                 + (f"; against the paper: {c['vs_paper']}" if c.get("vs_paper") else ""),
+                 f"why: {_fmt(c['why'])}" if c.get("why") else "",
+                 f"per setting: {_per_setting(c)}" if _per_setting(c) else "",
+                 f"robustness: {'; '.join(entry['text'] for entry in c['robustness'])}" if c.get("robustness") else "",
+                 f"note: {_fmt(c['note'])}" if c.get("note") else ""]
+        lines.append(f"- **{c['id']}**: " + ". ".join(p.rstrip(".") for p in parts if p) + ".")
+    return lines + ["", "</details>"]
+
+
+def headline(results: dict) -> str:
+    """One line: what the paper's first claim says (its first paper claim or analogue, as declared), with the
+    paper's value, and what we found, with the verdict; then the paper claims' tally."""
+    claims = [c for c in results["claims"] if c["kind"] in (PAPER_CLAIM, ANALOGUE)]
+    if not claims:
+        return ""
+    first = claims[0]
+    ours = "" if first["measured"] is None else f" {_fmt(first['measured'])}" + (
+        f" {_interval(first)}" if first["interval"] else "")
+    kind = "" if first["kind"] == PAPER_CLAIM else f" ({first['kind']})"
+    return (f"**The paper says** {_fmt(first['statement']).rstrip('.')} ({first['id']}; the paper: "
+            f"{_fmt(first['paper_value'])}). **We found**{ours}: {first['verdict']}{kind}; over all its paper "
+            f"claims, {verdict_summary(results)}.")
+
+
+def contents() -> list[str]:
+    """The table of contents: one linked line per paper with committed results, with its status."""
+    lines = ["## Contents", ""]
+    for paper in (*PAPERS, TEMPLATE):
+        results = _results(paper)
+        if results is not None:
+            lines.append(f"- [{results['title']}](#{paper.name}): {status(paper, results)}")
+    return lines + [""]
+
+
 def _paper_section(paper: Paper, results: dict) -> list[str]:
-    lines = [f"## {results['title']}", ""]
+    """One paper's part: an anchor named after the paper, its status, the headline, one claims table per kind with
+    its details, the run's findings and the figures."""
+    lines = [f'<a id="{paper.name}"></a>', "", f"## {results['title']}", ""]
     if paper.is_paper:
         notebook = f"notebooks/{paper.name}.ipynb"
         lines += [f"{paper.venue}, {paper.link}. Notebook: [`{notebook}`]({notebook}).", ""]
     lines += [f"Scale `{results['scale']}`, seed {results['seed']}. Status: **{status(paper, results)}**; "
               + "; ".join(f"{label}: {verdict_summary(results, kind)}" for kind, label in KIND_COLUMNS)
               + f"; consistency checks: {checks_summary(results)}.", ""]
+    if headline(results):
+        lines += [headline(results), ""]
     unstable = unstable_claims(committed_runs(paper))
     for kind, heading in ((PAPER_CLAIM, "Paper claims"),
                           (ANALOGUE, "Analogues (a paper claim measured on another platform or quantity)"),
@@ -219,8 +281,8 @@ def _paper_section(paper: Paper, results: dict) -> list[str]:
                           (CONSISTENCY, "Consistency checks of this reproduction")):
         claims = [c for c in results["claims"] if c["kind"] == kind]
         if claims:
-            lines += [f"**{heading}**", "", *_claim_rows(claims, unstable), ""]
-    findings = all_findings(results)
+            lines += [f"**{heading}**", "", *_claim_rows(claims, unstable), "", *_claim_details(claims), ""]
+    findings = {key: text for key, text in all_findings(results).items() if key != SUMMARY_FINDING}
     if findings:
         lines += ["**What the run found**", ""] + [f"- {text}" for text in findings.values()] + [""]
     figures = [f"[{name}](figures/{paper.name}/{name})" for name in results["figures"]]
@@ -325,14 +387,25 @@ def reproduction_markdown() -> str:
         "re-judges a claim over each modelling choice of ours it rests on. A verdict marked (timing) rests on",
         f"wall-clock time; one marked unstable changed over the last {STABILITY_RUNS} committed runs.",
         "",
+        f"![The collection at a glance: each claim's value against the paper's, coloured by verdict]"
+        f"(figures/{collection_map.NAME}.png)",
+        "",
         paper_table(),
         "",
+        *contents(),
     ]
     for paper in (*PAPERS, TEMPLATE):
         results = _results(paper)
         if results is not None:
             lines += _paper_section(paper, results)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def map_points():
+    """The points of the collection's map, from every paper's committed results (a paper whose results are not
+    served, :func:`_results`, is left off)."""
+    results = {paper.name: _results(paper) for paper in PAPERS}
+    return collection_map.claim_points({name: r for name, r in results.items() if r is not None})
 
 
 def _between(text: str, start_marker: str, end_marker: str, content: str) -> str:
@@ -352,15 +425,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if REPRODUCTION.md or README.md is stale")
     args = parser.parse_args(argv)
+    points = map_points()
     wanted = {REPRODUCTION: reproduction_markdown(), README: readme_with_table(README.read_text()),
-              **_notebooks_with_generated_cells()}
+              MAP_POINTS: collection_map.points_json(points), **_notebooks_with_generated_cells()}
     stale = [p.name for p, text in wanted.items() if not p.exists() or p.read_text() != text]
+    if not MAP_POINTS.with_suffix(".png").exists():
+        stale.append(MAP_POINTS.with_suffix(".png").name)
     if args.check:
         if stale:
             print(f"out of date: {', '.join(stale)}; run `python -m mlsysrepro.reproduction`", file=sys.stderr)
         return 1 if stale else 0
     for path, text in wanted.items():
-        Path(path).write_text(text)
+        if path != MAP_POINTS:
+            Path(path).write_text(text)
+    collection_map.write(points, MAP_POINTS.parent)  # the figure, and its points beside it
     print(f"wrote {REPRODUCTION.name}, the paper table in {README.name} and the notebooks' findings")
     return 0
 
