@@ -4,6 +4,7 @@
 #                                                               run every notebook (figures + REPRODUCTION.md);
 #                                                               --jobs N: N at once, the cores split between them
 #   ./run_all.sh test [pytest args...]                            unit tests + every notebook at scale=smoke
+#   ./run_all.sh book                                             the HTML book under build/book/ (after a run)
 # Both first make sure .venv exists and holds the project (`pip install -e ".[dev]"`).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,5 +32,9 @@ ensure_env
 if [[ "${1:-}" == "test" ]]; then
     shift
     exec "$VENV/bin/python" -m pytest "$@"
+fi
+if [[ "${1:-}" == "book" ]]; then
+    shift
+    exec "$VENV/bin/python" -m mlsysrepro.book "$@"
 fi
 exec "$VENV/bin/python" -m mlsysrepro.runner "$@"

@@ -168,6 +168,23 @@ def test_a_notebook_receives_each_finding_in_its_tagged_cell():
         reproduction.notebook_with_generated_cells(nbformat.writes(nb), {"paper": "toy", "findings": {}, "timings": {}})
 
 
+def test_a_notebook_receives_each_shown_table_in_its_tagged_cell():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("report.show('gains', gains)"),
+        nbformat.v4.new_markdown_cell("placeholder", metadata={"tags": ["table:gains"]}),
+        nbformat.v4.new_markdown_cell("old", metadata={"tags": ["table:speed"]}),
+    ])
+    results = {"paper": "toy", "metrics": {"tables": {"gains": "| a |\n|---|\n| 1 |"}},
+               "timings": {"tables": {"speed": "| s |\n|---|\n| 2 |"}}}
+    out = nbformat.reads(reproduction.notebook_with_generated_cells(nbformat.writes(nb), results), as_version=4)
+    assert out.cells[1].source.startswith("| a |\n|---|\n| 1 |\n\n*The table the cell above shows")
+    assert out.cells[2].source.startswith("| s |")
+    with pytest.raises(ValueError, match="has no table 'gains'"):
+        reproduction.notebook_with_generated_cells(nbformat.writes(nb), {"paper": "toy", "timings": {}})
+
+
 def test_a_listing_cell_receives_the_library_function_it_names_and_a_wrong_name_is_an_error():
     import inspect
     import textwrap

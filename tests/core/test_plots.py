@@ -145,3 +145,37 @@ def test_a_log_axis_labels_one_two_five_and_never_its_minor_ticks():
     assert not [t for t in ax.xaxis.get_minorticklabels() if t.get_text()]
     assert not [p for p in style_problems(fig) if "overlaps" in p]
     plt.close(fig)
+
+
+def test_two_legend_entries_drawn_alike_fail_but_a_line_style_or_opacity_tells_them_apart():
+    fig, ax = good_figure()
+    ax.plot([1, 2, 3], [1, 2, 3], "o-", color="#0173b2", label="Dally (auto-tuned)")
+    ax.plot([1, 2, 3], [2, 3, 1], "o-", color="#0173b2", label="Dally (fixed timers)")
+    plots.legend_outside(ax)
+    assert any("draws 2 series alike" in p and "Dally (fixed timers)" in p for p in plots.style_problems(fig))
+    fig, ax = good_figure()
+    ax.plot([1, 2, 3], [1, 2, 3], "o-", color="#0173b2", label="unpinned")
+    ax.plot([1, 2, 3], [2, 3, 1], "o--", color="#0173b2", label="pinned")
+    ax.bar([1.5], [1.0], color="#de8f05", alpha=0.5, label="a bar")
+    ax.bar([2.5], [1.0], color="#de8f05", label="another bar")
+    plots.legend_outside(ax)
+    assert not [p for p in plots.style_problems(fig) if "alike" in p]
+
+
+def test_a_bar_of_height_zero_must_be_marked_unless_a_stacked_bar_or_a_point_stands_there():
+    fig, ax = good_figure()
+    ax.bar([1, 2, 3], [1.0, 0.0, 2.0])
+    assert any("1 bar(s) of height zero are not drawn" in p for p in plots.style_problems(fig))
+    ax.text(2, 0.01, "0", ha="center", fontsize=8)
+    assert not [p for p in plots.style_problems(fig) if "height zero" in p]
+    fig, ax = good_figure()
+    ax.bar([1, 2], [1.0, 0.0])
+    ax.bar([1, 2], [0.0, 1.0], bottom=[1.0, 0.0])  # stacked: the empty parts are not missing bars
+    assert not [p for p in plots.style_problems(fig) if "height zero" in p]
+
+
+def test_texts_side_by_side_that_touch_fail():
+    fig, ax = good_figure()
+    fig.set_size_inches(2.5, 2.5)
+    ax.set_xticks([1, 2, 3], ["a long tick", "another long", "and one more"])
+    assert any("overlaps (or touches)" in p for p in plots.style_problems(fig))

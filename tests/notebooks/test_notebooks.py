@@ -72,10 +72,20 @@ def test_notebook_is_a_lesson_readable_on_github(path):
         for key in re.findall(r"report\.finding\(\s*\"(\w+)\"", source):
             assert any(f"finding:{key}" in tags for k, _, tags in sources[index + 1:] if k == "markdown"), (
                 f"finding {key!r} has no markdown cell tagged finding:{key} below it")
+        for key in shown_tables(source):
+            assert any(f"table:{key}" in tags for k, _, tags in sources[index + 1:] if k == "markdown"), (
+                f"table {key!r} has no markdown cell tagged table:{key} below it")
     tags = [tag for _, _, cell_tags in sources for tag in cell_tags]
     assert any(tag.startswith("listing:mlsysrepro.") for tag in tags), "no cell lists the library's algorithm"
     assert "finding:summary" in tags, "no closing summary (report.finding('summary', report.claims_markdown()))"
     assert any(kind == "markdown" and source.startswith("## Try this") for kind, source, _ in sources)
+
+
+def shown_tables(source):
+    """The keys of the tables a code cell shows through ``show(report, "<key>", ...)``."""
+    import re
+
+    return re.findall(r"\bshow\(report, \"(\w+)\"", source)
 
 
 def execute(path, out_dir, **parameters):
@@ -98,18 +108,18 @@ SMOKE_SECONDS = 90
 @pytest.fixture(scope="module")
 def smoke_runs(tmp_path_factory):
     """Each notebook executed once at scale=smoke (lazily, so -k selects cheaply), from the tests' empty cache;
-    ``run.seconds`` holds each run's wall time."""
+    ``run.seconds`` holds each run's wall time, ``run.executed`` each executed notebook (with its outputs)."""
     done = {}
 
     def run(path):
         if path not in done:
             start = time.perf_counter()
-            execute(path, tmp_path_factory.mktemp("executed"), scale="smoke")
+            run.executed[path] = execute(path, tmp_path_factory.mktemp("executed"), scale="smoke")
             run.seconds[path] = time.perf_counter() - start
             done[path] = smoke_outputs(path.stem)
         return done[path]
 
-    run.seconds = {}
+    run.seconds, run.executed = {}, {}
     return run
 
 
@@ -130,6 +140,29 @@ def test_notebook_runs_at_smoke_scale_and_writes_what_it_declares(path, smoke_ru
         assert (out / f"{name}.png").stat().st_size > 0 and (out / f"{name}.svg").stat().st_size > 0
     for claim in results["claims"]:
         assert claim["verdict"] in VERDICTS and claim["rule"] and claim["where"] and claim["unit"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_table_a_notebook_shows_reads_on_github(path, smoke_runs):
+    """A frame a cell displays is invisible in the committed notebook (no outputs) unless it goes through
+    ``show(report, key, frame)``, which records it for the markdown cell tagged ``table:<key>``: every cell whose
+    executed output holds a table shows each through ``show`` (the claims table, ``report.table()``, is the
+    closing summary's), and the run's results.json records every table shown."""
+    out = smoke_runs(path)
+    executed = smoke_runs.executed[path]
+    results = json.loads((out / "results.json").read_text())
+    recorded = set(results["metrics"].get("tables", {})) | set(results["timings"].get("tables", {}))
+    for cell in code_cells(executed):
+        shown = [o for o in cell.outputs if "<table" in o.get("data", {}).get("text/html", "")]
+        keys = shown_tables(cell.source)
+        if cell.source.rstrip().endswith("report.table()"):
+            continue
+        assert len(shown) <= len(keys), (
+            f"a cell displays {len(shown)} table(s) but records {len(keys)} through show(report, ...): "
+            f"...{cell.source[-160:]!r}")
+        missing = sorted(set(keys) - recorded)
+        assert not missing, f"tables {missing} are shown but not in results.json (shown after report.save()?)"
 
 
 @pytest.mark.slow

@@ -9,10 +9,13 @@ finished figure against the checklist every figure of the collection passes (:me
 - every numeric axis is labelled (small multiples may label a row's y axes or a column's x axes once), and no
   label is a placeholder ("value", "variable") or a raw column name (``snake_case``); a colour bar is labelled too;
 - text is at least :data:`MIN_FONT_PT` points;
-- bars start at zero: a bar chart's value axis is linear and includes 0;
+- bars start at zero: a bar chart's value axis is linear and includes 0; a bar of height zero is drawn as
+  something (a text on it, such as "0"), or a reader takes it for a setting that was not run;
 - a legend covers no data and no other axes, and names at most :data:`MAX_HUES` colours besides the reference
-  grey (more categories take direct labels or small multiples);
-- no two texts (tick labels, axis labels, titles, legends) overlap.
+  grey (more categories take direct labels or small multiples), and no two of its entries look alike (the same
+  colour, line style and marker read as one series);
+- no two texts (tick labels, axis labels, titles, legends) overlap, and no two side by side touch (closer than
+  :data:`MIN_GAP_PX`).
 
 :func:`reference_line` and :func:`reference_band` draw the paper's value. matplotlib stamps SVG files with a date
 and random ids and PNG files with its version; :func:`savefig` removes all three (fixed ``svg.hashsalt``,
@@ -42,6 +45,8 @@ from matplotlib.lines import Line2D  # noqa: E402
 MIN_FONT_PT = 8.0
 #: Most colours one legend may name.
 MAX_HUES = 6
+#: Two texts side by side closer than this (pixels at the figure's dpi) read as one.
+MIN_GAP_PX = 2.0
 #: A figure title must cite the paper (or say it goes beyond it) with one of these.
 PAPER_REFERENCE = re.compile(r"\b(Fig\.|Figs\.|Figure|Table|Tab\.|Sec\.|§|Eq\.|Alg\.|Algorithm|Appendix)|"
                              r"beyond the paper", re.IGNORECASE)
@@ -208,11 +213,40 @@ def _label_problems(ax, where: str) -> list[str]:
     return problems
 
 
+def _zero_bars_unmarked(ax, container) -> int:
+    """How many of ``container``'s bars have zero height (or width) with nothing drawn where they stand: no other
+    bar there (a stacked bar's empty part is not missing), no text and no marker of ``ax`` over them."""
+    vertical = container.orientation == "vertical"
+
+    def span(patch):
+        return sorted((patch.get_x(), patch.get_x() + patch.get_width()) if vertical else
+                      (patch.get_y(), patch.get_y() + patch.get_height()))
+
+    def size(patch):
+        return patch.get_height() if vertical else patch.get_width()
+
+    drawn = [span(p) for c in ax.containers if isinstance(c, BarContainer) for p in c.patches if size(p)]
+    placed = [text.get_position()[0 if vertical else 1] for text in ax.texts if text.get_text().strip()]
+    placed += [float(v) for line in ax.lines if line.get_visible() and line.get_marker() not in ("None", "", " ", None)
+               and not _spans_axes(line, ax) for v in (line.get_xdata() if vertical else line.get_ydata())]
+    unmarked = 0
+    for patch in container.patches:
+        if size(patch) != 0:
+            continue
+        low, high = span(patch)
+        covered = any(a < high and low < b for a, b in drawn) or any(low <= at <= high for at in placed)
+        unmarked += not covered
+    return unmarked
+
+
 def _bar_problems(ax, where: str) -> list[str]:
     problems = []
     for container in ax.containers:
         if not isinstance(container, BarContainer) or not len(container.patches):
             continue
+        zero = _zero_bars_unmarked(ax, container)
+        if zero:
+            problems.append(f"{where}: {zero} bar(s) of height zero are not drawn; mark each (ax.text(x, 0, '0'))")
         vertical = container.orientation == "vertical"
         scale = ax.get_yscale() if vertical else ax.get_xscale()
         low, high = sorted(ax.get_ylim() if vertical else ax.get_xlim())
@@ -263,6 +297,16 @@ def _handle_colour(handle) -> str | None:
     return matplotlib.colors.to_hex(colour, keep_alpha=False)
 
 
+def _handle_look(handle) -> tuple[str, str, str, str]:
+    """What tells a legend entry apart: its colour, opacity, line style (or hatch) and marker."""
+    alpha = str(handle.get_alpha()) if hasattr(handle, "get_alpha") else ""
+    if isinstance(handle, Line2D):
+        return _handle_colour(handle), alpha, str(handle.get_linestyle()), str(handle.get_marker())
+    style = str(handle.get_linestyle()) if hasattr(handle, "get_linestyle") else ""
+    hatch = str(handle.get_hatch()) if hasattr(handle, "get_hatch") else ""
+    return _handle_colour(handle), alpha, style + hatch, ""
+
+
 def _legend_problems(fig, renderer) -> list[str]:
     problems = []
     legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend()] + [(None, leg) for leg in fig.legends]
@@ -271,10 +315,19 @@ def _legend_problems(fig, renderer) -> list[str]:
             continue
         name = f"the legend of {_where(owner)}" if owner is not None else "the figure's legend"
         reference = matplotlib.colors.to_hex(REFERENCE_COLOUR)  # the paper's values are not a category
-        colours = {colour for colour in map(_handle_colour, legend.legend_handles) if colour not in (None, reference)}
+        entries = [(_handle_look(handle), text.get_text()) for handle, text in zip(legend.legend_handles,
+                                                                                    legend.get_texts())
+                   if _handle_colour(handle) not in (None, reference, "#ffffff") and text.get_text().strip()
+                   and handle.get_visible()]  # seaborn's section titles have white, invisible handles
+        colours = {look[0] for look, _ in entries}
         if len(colours) > MAX_HUES:
             problems.append(f"{name} names {len(colours)} colours (at most {MAX_HUES}: use direct labels or small "
                             "multiples)")
+        for look in sorted(set(look for look, _ in entries)):
+            alike = [label for other, label in entries if other == look]
+            if len(alike) > 1:
+                problems.append(f"{name} draws {len(alike)} series alike ({look[0]}, the same line and marker: "
+                                f"{', '.join(alike)}); give each its own colour")
         box = legend.get_window_extent(renderer)
         for ax in fig.axes:
             if not ax.get_visible() or _is_colorbar(ax):
@@ -342,8 +395,9 @@ def _text_problems(fig, renderer) -> list[str]:
     for (first, a, tilted_a), (second, b, tilted_b) in combinations(placed, 2):
         if tilted_a and tilted_b:  # the boxes of two tilted labels overlap where their texts do not
             continue
-        if a.width and b.width and min(a.x1, b.x1) - max(a.x0, b.x0) > 1 and min(a.y1, b.y1) - max(a.y0, b.y0) > 1:
-            problems.append(f"{first} overlaps {second}")
+        side_by_side = min(a.y1, b.y1) - max(a.y0, b.y0) > 1
+        if a.width and b.width and side_by_side and min(a.x1, b.x1) - max(a.x0, b.x0) > -MIN_GAP_PX:
+            problems.append(f"{first} overlaps (or touches) {second}")
     return problems
 
 
