@@ -97,7 +97,7 @@ PAPERS: tuple[Paper, ...] = (
           "arXiv 2022", "https://arxiv.org/abs/2208.14344", "Cloud and clusters",
           figures=("hook_calibration", "stall_breakdown", "interconnect_vs_workers", "network_stall",
                    "time_cost_per_epoch", "throughput", "macroscopic_fit", "recommendation",
-                   "assumption_gpu_efficiency")),
+                   "assumption_gpu_efficiency", "assumption_network_efficiency")),
     Paper("dally", "GPU Cluster Scheduling for Network-Sensitive Deep Learning (Dally)",
           "arXiv 2024", "https://arxiv.org/abs/2401.16492", "Cloud and clusters",
           figures=("delay_example", "makespan_jct_by_trace", "cdfs", "utilisation_over_time", "placement_spread",

@@ -179,3 +179,72 @@ def test_texts_side_by_side_that_touch_fail():
     fig.set_size_inches(2.5, 2.5)
     ax.set_xticks([1, 2, 3], ["a long tick", "another long", "and one more"])
     assert any("overlaps (or touches)" in p for p in plots.style_problems(fig))
+
+
+def test_a_series_no_legend_names_fails_but_direct_labels_or_category_ticks_name_it():
+    fig, ax = good_figure()
+    ax.plot([1, 2, 3], [1.0, 1.5, 1.2], color="#029e73")  # drawn beside a legend, named in none
+    assert any("series that no legend or direct label names" in p for p in plots.style_problems(fig))
+    fig, ax = good_figure()
+    ax.plot([1, 2, 3], [1.0, 1.5, 1.2], color="#029e73")
+    ax.text(3, 1.2, "local DRAM", color="#029e73")  # a direct label names it
+    assert plots.style_problems(fig) == []
+    style()
+    fig, ax = plt.subplots(layout="constrained")  # two colours and no legend at all
+    ax.plot([1, 2, 3], [3.0, 1.0, 2.0])
+    ax.plot([1, 2, 3], [1.0, 2.0, 3.0])
+    ax.set(xlabel="step", ylabel="loss (nats)", title="Fig. 4: loss")
+    assert any("2 series" in p for p in plots.style_problems(fig))
+    fig, ax = plt.subplots(layout="constrained")  # one series needs no legend; bars coloured by their categories
+    ax.plot([1, 2, 3], [3.0, 1.0, 2.0])
+    ax.set(xlabel="step", ylabel="loss (nats)", title="Fig. 4: loss")
+    fig2, ax2 = plt.subplots(layout="constrained")
+    ax2.bar(["a", "b", "c"], [1.0, 2.0, 3.0], color=["#0173b2", "#de8f05", "#029e73"])
+    ax2.set(ylabel="speed-up (x)", title="Fig. 5: speed-up")
+    assert plots.style_problems(fig) == [] and plots.style_problems(fig2) == []
+
+
+def test_error_bar_entries_carry_their_colour_for_the_hue_checks():
+    style()
+    fig, ax = plt.subplots(layout="constrained")
+    for i, label in enumerate(["ours", "paper's code"]):
+        ax.errorbar([1, 2], [1.0 + i, 2.0 + i], yerr=[0.1, 0.1], fmt="o", color="#0173b2", label=label)
+    ax.set(xlabel="seed", ylabel="accuracy (%)", title="Table 2: accuracy")
+    plots.legend_outside(ax)
+    assert any("draws 2 series alike" in p for p in plots.style_problems(fig))
+    ax.containers[1].lines[0].set_color("#de8f05")
+    ax.get_legend().remove()
+    plots.legend_outside(ax)
+    assert plots.style_problems(fig) == []
+
+
+def test_an_axis_that_hides_the_gap_between_two_series_fails_and_a_zoom_passes():
+    fig, ax = good_figure()
+    ax.plot([1, 2, 3], [2.0, 2.5, 2.801], label="LLCG")  # 0.001 from GraphSAGE on an axis of about 2
+    plots.legend_outside(ax)
+    found = plots.style_problems(fig)
+    assert any("'GraphSAGE' and 'LLCG' differ in their data" in p for p in found), found
+    ax.lines[-1].set_linestyle((0, (4, 1.5)))  # dashed over the solid line: both show, and that they nearly meet
+    assert not any("differ in their data" in p for p in plots.style_problems(fig))
+    ax.lines[-1].set_linestyle("-")
+    ax.set_ylim(2.799, 2.802)  # zoomed onto the gap
+    ax.set_xlim(2.9, 3.05)
+    assert not any("differ in their data" in p for p in plots.style_problems(fig))
+    fig, ax = good_figure()
+    ax.plot([1, 2, 3], [2.0, 2.5, 2.8], label="LLCG")  # the same data: nothing hidden
+    plots.legend_outside(ax)
+    assert not any("differ in their data" in p for p in plots.style_problems(fig))
+
+
+def test_series_coloured_per_category_are_named_by_the_tick_labels_and_two_point_guides_are_no_series():
+    style()
+    fig, ax = plt.subplots(layout="constrained")
+    for i, colour in enumerate(["#949494", "#0173b2", "#029e73"]):
+        ax.scatter([i] * 4, [1.0, 1.2, 0.9, 1.1], color=colour)
+    ax.set_xticks(range(3), ["no dropout (control)", "standard (I)", "structured (III)"])
+    ax.plot([0, 2], [0.9, 1.2], color="k", linestyle="--")  # a guide line
+    ax.set(ylabel="test perplexity", title="Table 2: accuracy per mode")
+    assert plots.style_problems(fig) == []
+    ax.scatter([0, 1, 2], [1.0, 1.1, 1.0], color="#d55e00")  # across the categories: two series of their own
+    ax.scatter([0, 1, 2], [1.1, 1.0, 1.1], color="#cc78bc")
+    assert any("2 series that no legend" in p for p in plots.style_problems(fig))

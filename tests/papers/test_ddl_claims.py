@@ -67,7 +67,16 @@ def test_network_claim_carries_the_noise_floor_of_both_timings(slowdown, noise, 
                                                slowdown * (1 + noise) / (1 - noise)))
     assert verdict(CLAIMS["C2"], measured)[0] == expected
     with pytest.raises(ValueError, match="noise"):
-        ddl_stalls.network_claim(network({"p3": [slowdown]}), 1.0)
+        ddl_stalls.network_claim(network({"p3": [slowdown]}), -0.1)
+
+
+@pytest.mark.parametrize("noise", [0.25, 1.0, 2.05])
+def test_network_claim_is_not_testable_where_the_noise_cannot_tell_5x_from_the_bands_edges(noise):
+    # 2.05: the floor measured once with two heavy processes on the two cores; a measured value must not raise
+    measured = ddl_stalls.network_claim(network({"p3": [5.0], "p2": [2.0]}), noise)
+    found, why = verdict(CLAIMS["C2"], measured)
+    assert found == "not testable here" and "noise" in why
+    assert verdict(CLAIMS["C2"], ddl_stalls.network_claim(network({"p3": [5.0], "p2": [2.0]}), 0.2))[0] == "holds"
 
 
 def test_a_share_re_expressed_for_a_faster_gpu_grows_and_for_a_slower_one_shrinks():
@@ -76,6 +85,33 @@ def test_a_share_re_expressed_for_a_faster_gpu_grows_and_for_a_slower_one_shrink
     assert ddl_stalls.share_at_efficiency(0.5, 0.5) == pytest.approx(1 / 3)
     measured = ddl_stalls.interconnect_claim(stalls(0.45, 0.01), efficiency_ratio=2.0)
     assert measured.value == pytest.approx(0.9 / 1.45) and verdict(CLAIMS["C1"], measured)[0] == "holds"
+
+
+def test_the_slowdown_re_expressed_for_our_assumptions_grows_with_a_faster_gpu_and_a_slower_network():
+    # compute 1 s, one machine 2 s (1 s of interconnect), two machines 6 s (4 s more for the network)
+    frame = pd.DataFrame([dict(pair="p3", model="m", compute=1.0, one_machine=2.0, two_machines=6.0, stall=4.0,
+                               share=2.0, slowdown=3.0)])
+    assert ddl_stalls.network_at(frame).slowdown.item() == pytest.approx(3.0)
+    assert ddl_stalls.network_at(frame, efficiency_ratio=2.0).slowdown.item() == pytest.approx(5.5 / 1.5)
+    assert ddl_stalls.network_at(frame, efficiency_ratio=0.5).slowdown.item() == pytest.approx(7.0 / 3.0)
+    assert ddl_stalls.network_at(frame, network_efficiency=0.5).slowdown.item() == pytest.approx(10.0 / 2.0)
+    with pytest.raises(ValueError, match="network_efficiency"):
+        ddl_stalls.network_at(frame, network_efficiency=1.5)
+
+
+def test_network_claim_is_re_judged_over_both_of_its_assumptions():
+    from mlsysrepro.core.claims import measured_for, robustness
+
+    frame = pd.DataFrame([dict(pair="p3", model="m", compute=1.0, one_machine=1.2, two_machines=6.0, stall=4.8,
+                               share=4.0, slowdown=5.0)])
+    grids = {"gpu_efficiency": {0.2: ddl_stalls.network_at(frame, 0.5), 0.4: frame,
+                                0.8: ddl_stalls.network_at(frame, 2.0)},
+             "network_efficiency": {v: frame if v == 1.0 else ddl_stalls.network_at(frame, network_efficiency=v)
+                                    for v in ddl_stalls.NETWORK_EFFICIENCY.values}}
+    measured = measured_for(CLAIMS["C2"], lambda f: ddl_stalls.network_claim(f, 0.01), frame, grids)
+    found = {entry["assumption"]: entry["verdicts"] for entry in robustness(CLAIMS["C2"], measured)}
+    assert found["gpu_efficiency"] == {"0.2": "holds", "0.4": "holds", "0.8": "fails"}  # 9.6x at twice the speed
+    assert found["network_efficiency"] == {"0.5": "fails", "0.75": "holds", "1": "holds"}  # 9x, 7x, 5x
 
 
 def test_network_claim_is_a_band_around_5x_on_every_pair():

@@ -57,6 +57,7 @@ def test_a_runs_repeats_are_its_iterations_split_in_run_order():
 def test_network_table_reports_the_slowdown(table):
     n = ddl_stalls.network_table(table, [["2xp3.8xlarge", "p3.16xlarge"]]).iloc[0]
     assert n.slowdown == pytest.approx(4.0) and n.share == pytest.approx(3.0)
+    assert n.compute == pytest.approx(0.10 / 100.0)  # RUN0 over the pair's dilation: instance seconds
 
 
 def test_epoch_costs_and_the_recommendation():

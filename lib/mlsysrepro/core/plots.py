@@ -14,6 +14,11 @@ finished figure against the checklist every figure of the collection passes (:me
 - a legend covers no data and no other axes, and names at most :data:`MAX_HUES` colours besides the reference
   grey (more categories take direct labels or small multiples), and no two of its entries look alike (the same
   colour, line style and marker read as one series);
+- every series is named: a panel that draws two or more colours names each in a legend or by direct labels (a bar
+  group or a point coloured by its category is named by its tick label; a panel of one series by its axis label);
+- an axis does not hide a difference: two line series drawn alike (colour aside) that differ in their data are
+  at least :data:`MIN_SEPARATION_PX` apart somewhere, or a reader sees one line where the text reports a gap (zoom
+  in with a panel of their own, draw the difference, or give one its own line style);
 - no two texts (tick labels, axis labels, titles, legends) overlap, and no two side by side touch (closer than
   :data:`MIN_GAP_PX`).
 
@@ -40,6 +45,7 @@ from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.offsetbox import DrawingArea, TextArea  # noqa: E402
 
 #: Smallest text size, in points, a figure may use.
 MIN_FONT_PT = 8.0
@@ -47,6 +53,8 @@ MIN_FONT_PT = 8.0
 MAX_HUES = 6
 #: Two texts side by side closer than this (pixels at the figure's dpi) read as one.
 MIN_GAP_PX = 2.0
+#: Two different series never farther apart than this (pixels) read as one line.
+MIN_SEPARATION_PX = 2.0
 #: A figure title must cite the paper (or say it goes beyond it) with one of these.
 PAPER_REFERENCE = re.compile(r"\b(Fig\.|Figs\.|Figure|Table|Tab\.|Sec\.|§|Eq\.|Alg\.|Algorithm|Appendix)|"
                              r"beyond the paper", re.IGNORECASE)
@@ -283,42 +291,165 @@ def _spans_axes(line, ax) -> bool:
     return line.get_transform() in (ax.get_xaxis_transform(), ax.get_yaxis_transform())
 
 
-def _handle_colour(handle) -> str | None:
-    """The colour a legend entry shows, as hex; None for none."""
-    if isinstance(handle, Line2D):
-        colour = handle.get_color()
-    elif hasattr(handle, "get_facecolor"):
-        colours = np.atleast_2d(handle.get_facecolor())
-        if not len(colours):
-            return None
-        colour = colours[0]
-    else:
-        return None
-    return matplotlib.colors.to_hex(colour, keep_alpha=False)
+def _colour_of(artist) -> str | None:
+    """The colour ``artist`` is drawn in, as hex: a line's colour, a bar's or scatter's face (its edge where the face
+    is transparent, as for an error bar's lines); None for none."""
+    if isinstance(artist, Line2D):
+        return matplotlib.colors.to_hex(artist.get_color(), keep_alpha=False)
+    colours = np.atleast_2d(artist.get_facecolor()) if hasattr(artist, "get_facecolor") else np.empty((0, 4))
+    if (not len(colours) or colours[0][3] == 0) and hasattr(artist, "get_edgecolor"):
+        colours = np.atleast_2d(artist.get_edgecolor())
+    return matplotlib.colors.to_hex(colours[0], keep_alpha=False) if len(colours) else None
 
 
-def _handle_look(handle) -> tuple[str, str, str, str]:
-    """What tells a legend entry apart: its colour, opacity, line style (or hatch) and marker."""
-    alpha = str(handle.get_alpha()) if hasattr(handle, "get_alpha") else ""
-    if isinstance(handle, Line2D):
-        return _handle_colour(handle), alpha, str(handle.get_linestyle()), str(handle.get_marker())
-    style = str(handle.get_linestyle()) if hasattr(handle, "get_linestyle") else ""
-    hatch = str(handle.get_hatch()) if hasattr(handle, "get_hatch") else ""
-    return _handle_colour(handle), alpha, style + hatch, ""
+def _draws_something(line: Line2D) -> bool:
+    return line.get_visible() and (line.get_linestyle() not in ("None", "", " ")
+                                   or line.get_marker() not in ("None", "none", "", " ", None))
+
+
+def _legend_keys(legend):
+    """Each entry of ``legend`` as (the artists its key draws, its text): an error bar's key is its bars, its line
+    and its marker, of which ``legend.legend_handles`` holds only the first."""
+    areas, stack = [], [getattr(legend, "_legend_handle_box", None)]
+    while stack:
+        box = stack.pop()
+        if isinstance(box, DrawingArea):
+            areas.append(box)
+        elif box is not None and not isinstance(box, TextArea):
+            stack += box.get_children()
+    for handle, text in zip(legend.legend_handles, legend.get_texts()):
+        area = next((a for a in areas if handle in a.get_children()), None)
+        yield (area.get_children() if area is not None else [handle]), text
+
+
+def _key_look(artists) -> tuple[str | None, str, str, str]:
+    """What tells a legend entry apart: its colour, opacity, line style (or hatch) and marker. The colour is its line
+    or marker's where it draws one (an error bar's), else its patch's or collection's."""
+    lines = [a for a in artists if isinstance(a, Line2D) and _draws_something(a)]
+    main = lines[0] if lines else artists[0]
+    alpha = str(main.get_alpha()) if hasattr(main, "get_alpha") else ""
+    if lines:
+        return (_colour_of(main), alpha, ",".join(str(a.get_linestyle()) for a in lines),
+                ",".join(str(a.get_marker()) for a in lines))
+    style = str(main.get_linestyle()) if hasattr(main, "get_linestyle") else ""
+    hatch = str(main.get_hatch()) if hasattr(main, "get_hatch") else ""
+    return _colour_of(main), alpha, style + hatch, ""
+
+
+def _legends(fig):
+    """Every legend of ``fig`` with the panel it belongs to (None: the figure's)."""
+    return [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend()] + [(None, leg) for leg in fig.legends]
+
+
+def _legend_colours(fig) -> set[str]:
+    """The colours the visible legends of ``fig`` name."""
+    return {_key_look(artists)[0] for _, legend in _legends(fig) if legend.get_visible()
+            for artists, text in _legend_keys(legend) if text.get_text().strip()}
+
+
+def _finite(xy: np.ndarray) -> np.ndarray:
+    """The points of ``xy`` that are drawn (seaborn pads a hue's line with NaN at the other categories)."""
+    return xy[np.isfinite(xy).all(axis=1)]
+
+
+def _series_lines(ax) -> list[Line2D]:
+    """``ax``'s data lines: visible, drawn, not across the whole axes (a reference) and of more than two drawn points
+    (two are an error bar, a cap or a guide such as y = x)."""
+    return [line for line in ax.lines if _draws_something(line) and len(_finite(line.get_xydata())) > 2
+            and not _spans_axes(line, ax)]
+
+
+def _at_one_category(ax, xy) -> bool:
+    """True when the points ``xy`` (data coordinates) all sit at one labelled tick of a categorical axis: a colour
+    given per category, which that tick label names."""
+    for column, axis in ((0, ax.xaxis), (1, ax.yaxis)):
+        if _numeric_ticks(axis):
+            continue
+        ticks = [t.get_loc() for t in axis.get_major_ticks() if t.label1.get_visible() and t.label1.get_text()]
+        if ticks and len(xy) and any(np.all(np.abs(xy[:, column] - tick) < 0.5) for tick in ticks):
+            return True
+    return False
+
+
+def _series_colours(ax) -> set[str]:
+    """The colours ``ax`` draws its series in: its data lines, its scatters not coloured by a colour map, its bar
+    groups of one colour (a group coloured bar by bar is named by its tick labels, as is a line or scatter at one
+    category of a categorical axis). The reference grey draws the paper's values, not a series."""
+    colours = {_colour_of(line) for line in _series_lines(ax) if not _at_one_category(ax, _finite(line.get_xydata()))}
+    for collection in ax.collections:
+        if isinstance(collection, PathCollection) and collection.get_visible() and len(collection.get_offsets()) \
+                and collection.get_array() is None:
+            offsets = _finite(ax.transData.inverted().transform(collection.get_offset_transform().transform(
+                collection.get_offsets())))
+            if _at_one_category(ax, offsets):
+                continue
+            faces = np.atleast_2d(collection.get_facecolor())
+            faces = faces if len(faces) and faces[0][3] > 0 else np.atleast_2d(collection.get_edgecolor())
+            colours |= {matplotlib.colors.to_hex(face, keep_alpha=False) for face in faces}
+    for container in ax.containers:
+        if isinstance(container, BarContainer) and len(container.patches):
+            group = {_colour_of(patch) for patch in container.patches}
+            colours |= group if len(group) == 1 else set()
+    return colours - {matplotlib.colors.to_hex(REFERENCE_COLOUR), None}
+
+
+def _unlabelled_problems(fig) -> list[str]:
+    """Panels of two or more series colours that leave one unnamed: each is named by a legend of the figure or by
+    the panel's direct labels (at least one text per unnamed colour). A panel of one series is named by its axis
+    label."""
+    named = _legend_colours(fig)
+    problems = []
+    for ax in fig.axes:
+        if not ax.get_visible() or _is_colorbar(ax):
+            continue
+        colours = _series_colours(ax)
+        unnamed = colours - named
+        texts = [t for t in ax.texts if t.get_visible() and t.get_text().strip()]
+        if unnamed and len(colours) > 1 and len(texts) < len(unnamed):
+            problems.append(f"{_where(ax)} draws {len(unnamed)} series that no legend or direct label names "
+                            f"({', '.join(sorted(unnamed))}); label them (label=..., then a legend)")
+    return problems
+
+
+def _stroke(line: Line2D) -> tuple[str, str, str]:
+    """How ``line`` is stroked, colour aside: its line style, its dash pattern (seaborn's ``style=`` gives each level
+    its own dashes under the one style "--") and its marker."""
+    return str(line.get_linestyle()), str(getattr(line, "_unscaled_dash_pattern", "")), str(line.get_marker())
+
+
+def _hidden_difference_problems(ax) -> list[str]:
+    """Pairs of ``ax``'s line series on the same x, drawn in the same line style and marker, whose data differ but
+    which are never drawn :data:`MIN_SEPARATION_PX` apart: the axis hides their difference, and the series drawn
+    last hides the other. (A dashed line over a solid one shows both, and that they coincide.)"""
+    problems = []
+    for first, second in combinations(_series_lines(ax), 2):
+        a, b = first.get_xydata(), second.get_xydata()
+        if a.shape != b.shape or not np.array_equal(a[:, 0], b[:, 0]) or np.array_equal(a[:, 1], b[:, 1]) \
+                or _colour_of(first) == _colour_of(second) \
+                or _stroke(first) != _stroke(second):
+            continue
+        gap = np.abs(first.get_transform().transform(a)[:, 1] - second.get_transform().transform(b)[:, 1])
+        if np.nanmax(gap) < MIN_SEPARATION_PX:
+            names = [line.get_label() for line in (first, second)]
+            named = " and ".join(repr(n) for n in names if not n.startswith("_")) or "two series"
+            problems.append(f"{_where(ax)}: {named} differ in their data but are never {MIN_SEPARATION_PX:g} px "
+                            f"apart ({np.nanmax(gap):.1f} px at most), drawn alike: the axis hides their difference "
+                            "and one hides the other; zoom in (a panel of their own), draw the difference, or give "
+                            "one its own line style")
+    return problems
 
 
 def _legend_problems(fig, renderer) -> list[str]:
     problems = []
-    legends = [(ax, ax.get_legend()) for ax in fig.axes if ax.get_legend()] + [(None, leg) for leg in fig.legends]
-    for owner, legend in legends:
+    for owner, legend in _legends(fig):
         if not legend.get_visible():
             continue
         name = f"the legend of {_where(owner)}" if owner is not None else "the figure's legend"
         reference = matplotlib.colors.to_hex(REFERENCE_COLOUR)  # the paper's values are not a category
-        entries = [(_handle_look(handle), text.get_text()) for handle, text in zip(legend.legend_handles,
-                                                                                    legend.get_texts())
-                   if _handle_colour(handle) not in (None, reference, "#ffffff") and text.get_text().strip()
-                   and handle.get_visible()]  # seaborn's section titles have white, invisible handles
+        entries = [(look, text.get_text()) for artists, text in _legend_keys(legend)
+                   for look in [_key_look(artists)]
+                   if look[0] not in (None, reference, "#ffffff") and text.get_text().strip()
+                   and any(a.get_visible() for a in artists)]  # seaborn's section titles have white, invisible handles
         colours = {look[0] for look, _ in entries}
         if len(colours) > MAX_HUES:
             problems.append(f"{name} names {len(colours)} colours (at most {MAX_HUES}: use direct labels or small "
@@ -413,5 +544,6 @@ def style_problems(fig) -> list[str]:
     for ax in fig.axes:
         if not ax.get_visible() or not ax.axison or not (_has_data(ax) or _is_colorbar(ax)):
             continue
-        problems += _label_problems(ax, _where(ax)) + _bar_problems(ax, _where(ax))
-    return problems + _legend_problems(fig, renderer) + _text_problems(fig, renderer)
+        problems += _label_problems(ax, _where(ax)) + _bar_problems(ax, _where(ax)) + _hidden_difference_problems(ax)
+    return (problems + _unlabelled_problems(fig) + _legend_problems(fig, renderer)
+            + _text_problems(fig, renderer))
