@@ -107,3 +107,22 @@ def test_range_placement_sorts_networks_by_the_range():
     frame = pd.DataFrame([dict(network=n, seed=0, epoch=1, x=v) for n, v in (("a", 1.0), ("b", 3.0), ("c", 9.0))])
     assert grad_sparsity.range_placement(frame, "x", 2, 5) == "inside it for b (3.00x); above it for c (9.00x); " \
                                                               "below it for a (1.00x)"
+
+
+def test_the_recorded_step_survives_one_thread():
+    """``run_all.sh --jobs 2`` gives each notebook one torch thread; there oneDNN's convolution backward corrupted
+    this torch build's heap on ResNet-8's digit images ("Kernel died" in 3 of 3 runs before the fix)."""
+    import os
+    import subprocess
+    import sys
+
+    script = ("from mlsysrepro.core.settings import resolve\n"
+              "from mlsysrepro.papers import grad_sparsity\n"
+              "settings = resolve('grad_sparsity', grad_sparsity.PRESETS, {'scale': 'smoke'}, grad_sparsity.RANGES)\n"
+              "for _ in range(3):\n"
+              "    convs = grad_sparsity.recorded_layers(settings, 'nobn_cifar_resnet8', settings.seeds[0])\n"
+              "print(len(convs))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert int(done.stdout.split()[-1]) > 0

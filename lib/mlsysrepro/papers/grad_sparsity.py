@@ -319,12 +319,14 @@ def cycles_bound_holds(layers: pd.DataFrame, settings) -> Measurement:
 
 def recorded_layers(settings, name: str, seed: int):
     """The convolutions with a data gradient of one recorded step of ``name`` at its initial weights, on the probe
-    images: what the CPU timing computes (an untrained network's zero patterns, so no training is needed)."""
+    images: what the CPU timing computes (an untrained network's zero patterns, so no training is needed). Without
+    oneDNN, as :func:`train_one`: on one thread its convolution backward corrupts this torch build's heap on these
+    images (``OMP_NUM_THREADS=1``, as ``run_all.sh --jobs 2`` sets it)."""
     split = load_split(settings.dataset, seed, settings.train_images, 1, settings.test_images)
     x, y = _images(split, "train")
     torch.manual_seed(seed)
     model = network(name, settings.width)
-    with Recorder(model, settings.probe) as recorder:
+    with torch.backends.mkldnn.flags(enabled=False), Recorder(model, settings.probe) as recorder:
         F.cross_entropy(model(x[: settings.probe]), y[: settings.probe]).backward()
     return [c for c in recorder.convs if not c.reads_images]
 
