@@ -5,6 +5,7 @@ import pytest
 import torch
 
 from mlsysrepro.core import DatasetError, resolve
+from mlsysrepro.core.claims import robustness
 from mlsysrepro.gnn.datasets import load_graph
 from mlsysrepro.papers import mvs_gnn
 
@@ -250,3 +251,16 @@ def test_cost_ratio_is_the_median_round_with_its_interval():
     medians = mvs_gnn.median_times(rounds)
     assert medians.sampler.tolist() == ["MVS-GNN", "GraphSAGE", "LADIES"]  # the paper's order
     assert medians.set_index("sampler").loc["GraphSAGE", "total"] == pytest.approx(1.0)
+
+
+def test_c1_is_rejudged_with_vrgcn_fresh():
+    """VRGCN_AGE: aged like MVS-GNN, VR-GCN (3.75) trails GraphSAGE (2.5); fresh (1.5) it beats MVS-GNN (2.0)."""
+    shared = _aged_errors({0: 1.0, 10: 3.0}, {0: 1.5, 10: 6.0}, sage=2.5)
+    assert mvs_gnn.error_as_trained(shared, 0.0).loc[("g", 8, 20), "VR-GCN"] == pytest.approx(1.5)
+    measured = mvs_gnn.lowest_error(shared)
+    assert measured.value == pytest.approx(2.5 / 2.0 - 1)  # the central value: aged alike
+    assert measured.grid["vrgcn_age"][0.0].value == pytest.approx(1.5 / 2.0 - 1)
+    entry = robustness(CLAIMS["C1"], measured)[0]
+    assert entry["assumption"] == "vrgcn_age" and entry["verdicts"] == {"0": "fails", "1": "holds"}
+    with pytest.raises(ValueError, match="vrgcn_age must be one of"):
+        mvs_gnn.error_as_trained(shared, 0.5)
