@@ -1,12 +1,18 @@
 """The notebook's bookkeeping: the search keeps the lowest calibration perplexity (ties to uniform), undefined
-allocator x policy pairs are skipped, bad choices are named."""
+allocator x policy pairs are skipped, bad choices are named, the context-use check cuts the context it says."""
 
+import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from mlsysrepro.core import resolve
 from mlsysrepro.core.cache import cache_key
+from mlsysrepro.core.tasks import TaskRunner
+from mlsysrepro.kvcache.cache import FullCache
+from mlsysrepro.kvcache.evaluation import continuation_nll
 from mlsysrepro.papers import baklava
+from mlsysrepro.transformer.llama import Llama, LlamaConfig
 
 
 def test_the_search_keeps_the_lowest_calibration_perplexity_and_breaks_ties_towards_uniform():
@@ -43,3 +49,29 @@ def test_unknown_choices_are_named():
     settings = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "tokenizer": "words"})
     with pytest.raises(ValueError, match="tokenizer must be"):
         baklava.make_tokenizer(settings, {"x": {"train": "ab"}})
+
+
+def test_context_use_reads_only_the_last_tokens_of_each_context():
+    """The power check ``uses_context`` really cuts the context: each row equals the continuation's NLL read after
+    the last ``kept`` tokens alone, and the uncut row after the whole context."""
+    settings = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "use_cache": False})
+    torch.manual_seed(0)
+    model = Llama(LlamaConfig(vocab=32, dim=32, layers=1, heads=2, kv_heads=1, ffn=64)).eval()
+    windows = torch.randint(0, 32, (3, settings.length))
+    lab = baklava.Lab(settings, model, None, {}, [], 0.0, windows, windows, None, None, TaskRunner(1))
+    use = baklava.context_use(lab)
+    assert list(use.compression) == [0.0] + list(settings.compressions)
+    assert list(use.kept) == [lab.context] + [round((1 - c) * lab.context) for c in settings.compressions]
+    for row in use.itertuples():
+        with torch.no_grad():
+            expected = continuation_nll(model, windows[:, lab.context - row.kept:], row.kept, FullCache).mean(1)
+        assert np.allclose(row.nll, expected.numpy(), atol=1e-5)
+    assert use.ppl.iloc[0] != use.ppl.iloc[-1]  # a random model still reads its context
+
+
+def test_the_context_cost_is_the_cut_context_over_the_whole_one_per_model():
+    use = pd.DataFrame(dict(model=[0, 0, 0, 1, 1, 1], compression=[0.0, 0.5, 0.9] * 2, kept=[100, 50, 10] * 2,
+                            ppl=[10.0, 10.5, 12.0, 20.0, 20.0, 20.2]))
+    cost = baklava.context_cost(use)
+    assert cost.per_setting == pytest.approx({"model 0": 0.2, "model 1": 0.01})
+    assert cost.note == "context cut to its last 10 of 100 tokens: model 0 +20.0%, model 1 +1.0%"

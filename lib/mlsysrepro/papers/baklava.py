@@ -10,8 +10,9 @@ profiles, the budget search, the quality grid, the needle test and the memory / 
 3. :func:`search_baklava` picks, per compression and policy, the budget family's parameters with the lowest
    calibration perplexity (the paper's cheap proxy), never looking at the test split.
 4. :func:`quality_grid` evaluates every allocator × policy × compression on the test split, keeping each window's
-   and each query's outcome so that allocators can be compared paired; :func:`needle_grid` the needle heatmap;
-   :func:`speed_table` memory and tokens per second.
+   and each query's outcome so that allocators can be compared paired; :func:`context_use` how much perplexity
+   cutting the context to each budget's share costs (does the model use its context?); :func:`needle_grid` the
+   needle heatmap; :func:`speed_table` memory and tokens per second.
 
 Quality is read as NVIDIA kvpress reads it (:mod:`mlsysrepro.kvcache.evaluation`): the context is compressed once
 while it is prefilled, then the continuation (perplexity) or the query and its answer (retrieval) are read through
@@ -108,6 +109,12 @@ COSTS_PERPLEXITY = Precondition(
     "compression_costs", "compression costs measurable perplexity: uniform budgets at the highest compression of "
     "`compressions` raise test perplexity by at least twice the 5 % tolerance (uniform / full - 1, median over "
     "the models)", at_least(2 * PPL_TOLERANCE))
+USES_CONTEXT = Precondition(
+    "uses_context", "the model uses the context a budget cuts: the test windows with their context cut to its last "
+    "1 - c share (c the highest of `compressions`), read with the full cache, raise test perplexity by at least "
+    "twice the 5 % tolerance (median over the models); where they do not, the recent tokens alone hold baseline "
+    "perplexity and no allocator has any to save",
+    at_least(2 * PPL_TOLERANCE))
 COSTS_RETRIEVAL = Precondition(
     "compression_costs_retrieval", "compression costs retrieval: uniform budgets at 70 % lose at least twice the "
     "5-point tolerance of the full cache's retrieval accuracy (full - uniform, median over the models)",
@@ -121,7 +128,7 @@ CLAIMS = (
           where="Abstract", paper_value=0.7, unit="highest compression whose test perplexity is within 5 % of the "
           "full cache's", rule=at_least(0.7), over="the `models` trained models, `compressions` under "
           "`primary_policy`; uniform budgets must fail the same rule", min_share=2 / 3, near=0.25,
-          preconditions=(COSTS_PERPLEXITY,)),
+          preconditions=(USES_CONTEXT, COSTS_PERPLEXITY)),
     Claim("C2", "At 70 % compression BaKlaVa keeps baseline retrieval accuracy, where uniform budgets do not",
           where="Abstract", paper_value=0.0, unit="full cache minus BaKlaVa retrieval accuracy at 70 % (95 % "
           "interval over the queries)", rule=at_most(ACCURACY_TOLERANCE),
@@ -310,16 +317,18 @@ def _run(task: EvalTask) -> torch.Tensor:
 
 
 def _evaluations(name: str, lab: Lab, specs: list[dict], desc: str) -> list[torch.Tensor]:
-    """Run ``specs`` (``kind``, ``split`` or ``task``, ``allocation``, ``policy``) on the lab's runner, cached as
-    ``name`` by :data:`EVALUATION_KNOBS` and the model's seed; per spec, each window's mean NLL or each query's
-    correctness."""
+    """Run ``specs`` (``kind``, ``split`` or ``task``, ``allocation``, ``policy``; for perplexity ``keep``, the
+    context's last tokens read, all by default) on the lab's runner, cached as ``name`` by :data:`EVALUATION_KNOBS`
+    and the model's seed; per spec, each window's mean NLL or each query's correctness."""
     state = lab.model.state_dict()
     tasks = []
     for s in specs:
         kind, split = s["kind"], s.get("split", "test")
         if kind == "ppl":
-            tokens = {"test": lab.test_windows, "calib": lab.calib_windows, "calib_mixed": lab.calib_mixed}[split]
-            tasks.append(EvalTask(lab.cfg, state, kind, tokens, lab.context, 0, s.get("allocation"),
+            tokens = lab.calib_mixed if split == "calib_mixed" else {"test": lab.test_windows,
+                                                                     "calib": lab.calib_windows}[split]
+            keep = s.get("keep", lab.context)
+            tasks.append(EvalTask(lab.cfg, state, kind, tokens[:, lab.context - keep:], keep, 0, s.get("allocation"),
                                   s.get("policy", "snapkv")))
         else:
             task = s.get("task") or (lab.test_retrieval if split == "test" else lab.calib_retrieval)
@@ -444,6 +453,19 @@ def quality_grid(lab: Lab, profile, best, retrieval) -> pd.DataFrame:
     return frame
 
 
+def context_use(lab: Lab) -> pd.DataFrame:
+    """How much of its context the model uses (power check ``uses_context``): test perplexity with each window's
+    context cut to its last ``round((1 - c) * context)`` tokens, for each ``c`` of ``compressions``, and uncut
+    (``compression`` 0), read with the full cache: the cost of a cache that keeps only the most recent tokens.
+    Where cutting costs little, the recent tokens alone hold baseline perplexity, and no allocator has any to save."""
+    settings = lab.settings
+    compressions = [0.0] + list(settings.compressions)
+    kept = [max(1, round((1 - c) * lab.context)) for c in compressions]
+    out = _evaluations("context_use", lab, [dict(kind="ppl", keep=k) for k in kept], "context use")
+    return pd.DataFrame(dict(model=lab.seed, compression=compressions, kept=kept, nll=[x.numpy() for x in out],
+                             ppl=[float(np.exp(x.mean())) for x in out]))
+
+
 def needle_grid(lab: Lab, profile, best, retrieval) -> pd.DataFrame:
     """Retrieval accuracy of one needle at each depth and context length, uniform vs BaKlaVa vs the full cache,
     under the primary policy; budgets are a share of each context."""
@@ -522,6 +544,18 @@ def perplexity_cost(grid: pd.DataFrame, policy: str, allocator: str = "uniform")
         costs[f"model {model}"] = float(top.ppl) / float(_full(grid, model).ppl) - 1
     top_c = max(grid[grid.allocator == allocator].compression)
     return across(costs, note=f"{allocator} at {top_c:.0%}: " + ", ".join(f"{k} {v:+.1%}" for k, v in costs.items()))
+
+
+def context_cost(use: pd.DataFrame) -> Measurement:
+    """Power check ``uses_context``: per model of :func:`context_use`, the test perplexity with the context cut to
+    the highest compression's share over the uncut one's, minus 1; the median over the models."""
+    costs, cuts = {}, set()
+    for model, rows in use.groupby("model"):
+        rows = rows.sort_values("compression")
+        costs[f"model {model}"] = float(rows.ppl.iloc[-1]) / float(rows.ppl.iloc[0]) - 1
+        cuts.add(f"{rows.kept.iloc[-1]} of {rows.kept.iloc[0]}")
+    return across(costs, note=f"context cut to its last {' or '.join(sorted(cuts))} tokens: "
+                  + ", ".join(f"{model} {cost:+.1%}" for model, cost in costs.items()))
 
 
 def retrieval_cost(grid: pd.DataFrame, policy: str, compression: float, allocator: str = "uniform") -> Measurement:
