@@ -1,9 +1,11 @@
-"""Benchmark of prefill and decoding through our KV caches, against HuggingFace transformers and the full cache.
+"""Benchmark of prefill and decoding through our KV caches, against HuggingFace transformers, the full cache and
+one prefill per cache.
 
     .venv/bin/python benchmarks/kvcache_decode.py [--context 4096] [--tokens 64] [--batch 1] [--repeats 5]
+        [--windows 16] [--only huggingface|compressed|shared]
 
 The default-scale model's shape (4 layers, width 128, 8 query heads, 4 KV heads; random weights, which do not
-change the work), in two tables, each timed round-robin in this one process (:mod:`mlsysrepro.core.timing`):
+change the work), in three tables, each timed round-robin in this one process (:mod:`mlsysrepro.core.timing`):
 
 1. **Against HuggingFace** (needs the ``hf`` extra; skipped without it): the same weights copied into a
    ``transformers.LlamaForCausalLM`` with its SDPA attention (:func:`mlsysrepro.kvcache.hf.to_huggingface`), the
@@ -15,6 +17,12 @@ change the work), in two tables, each timed round-robin in this one process (:mo
 2. **Compressed against full**: decoding through budgeted caches (uniform and skewed budgets, each policy) at 50,
    70 and 90 % compression of the final length against the full cache
    (:func:`mlsysrepro.kvcache.evaluation.decode_speed`); the target: no slower per token than the full cache.
+
+3. **Shared prefill** (``--only shared``): the perplexity of ``--windows`` windows of a 512-token default-scale
+   sequence (448 context tokens, 64 scored) through 20 budgeted SnapKV caches (uniform and skewed budgets at five
+   compressions, two spreads), by one prefill per cache (kvpress' protocol, which prefills again for every press)
+   against one prefill shared by all (:func:`mlsysrepro.kvcache.evaluation.continuation_nlls`), which the BaKlaVa
+   notebook's evaluations use; both give the same numbers, bit for bit (``tests/kvcache``).
 
 Not a test: timings depend on the machine; compare the ratios. Prints torch's thread count.
 """
@@ -29,7 +37,7 @@ import torch
 from mlsysrepro.core.timing import interleaved, ratios
 from mlsysrepro.kvcache import allocators
 from mlsysrepro.kvcache.cache import FullCache
-from mlsysrepro.kvcache.evaluation import decode_speed
+from mlsysrepro.kvcache.evaluation import continuation_nll, continuation_nlls, decode_speed
 from mlsysrepro.kvcache.policies import make_policy
 from mlsysrepro.transformer.llama import Llama, LlamaConfig
 
@@ -107,13 +115,36 @@ def compressed_against_full(model: Llama, context: int, tokens: int, repeats: in
           .to_string())
 
 
+@torch.no_grad()
+def shared_prefill(model: Llama, windows: int, repeats: int, context: int = 448, scored: int = 64) -> None:
+    cfg = model.cfg
+    shape, caches = (cfg.layers, cfg.kv_heads), cfg.layers * cfg.kv_heads
+    policy = make_policy("snapkv")
+    makers = []
+    for c in (0.5, 0.7, 0.8, 0.9, 0.95):
+        total = allocators.total_budget(c, caches, context)
+        for spread in (1.0, 4.0):
+            skew = torch.linspace(1.0, spread, caches).view(shape)
+            for alloc in (allocators.uniform(shape, total, 4, context),
+                          allocators.baklava(shape, total, 4, context, skew, 1.0)):
+                makers.append((lambda a: lambda: a.cache(policy))(alloc))
+    tokens = torch.randint(0, cfg.vocab, (windows, context + scored), generator=torch.Generator().manual_seed(0))
+    timings = interleaved({"one prefill per cache": lambda: [continuation_nll(model, tokens, context, make)
+                                                             for make in makers],
+                           "shared prefill": lambda: continuation_nlls(model, tokens, context, makers)}, repeats)
+    print(f"perplexity of {windows} windows ({context} context + {scored} scored tokens) through {len(makers)} "
+          "budgeted SnapKV caches, speed-up over one prefill per cache:")
+    print(_row("shared prefill", ratios(timings, "one prefill per cache")["shared prefill"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--context", type=int, default=4096)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", choices=("huggingface", "compressed"), default=None)
+    parser.add_argument("--windows", type=int, default=16)
+    parser.add_argument("--only", choices=("huggingface", "compressed", "shared"), default=None)
     args = parser.parse_args()
     torch.manual_seed(0)
     model = Llama(LlamaConfig(vocab=84, dim=128, layers=4, heads=8, kv_heads=4, ffn=352)).eval()
@@ -123,6 +154,8 @@ def main() -> None:
         against_huggingface(model, args.context, args.tokens, args.repeats, args.batch)
     if args.only in (None, "compressed"):
         compressed_against_full(model, args.context, args.tokens, args.repeats, args.batch)
+    if args.only in (None, "shared"):
+        shared_prefill(model, args.windows, args.repeats)
 
 
 if __name__ == "__main__":

@@ -215,6 +215,40 @@ def test_a_compressed_context_is_read_once_and_nothing_is_evicted_while_the_rest
         continuation_nll(model, tokens, LENGTH, FullCache)
 
 
+@pytest.mark.parametrize("policy", POLICIES, ids=lambda p: p.name)
+@torch.no_grad()
+def test_caches_sharing_one_prefill_read_exactly_what_each_would_have_alone(model, tokens, policy):
+    """continuation_nlls prefills once and loads every budgeted cache of the policy from it: the numbers are the
+    ones a prefill through each cache gives, bit for bit, for per-head and pooled budgets alike."""
+    from mlsysrepro.kvcache.evaluation import (answers_correct, answers_correct_each, continuation_nll,
+                                               continuation_nlls)
+    makers = [lambda: BudgetedCache(torch.tensor([[3, 7], [5, 2]]), policy),
+              lambda: BudgetedCache(torch.tensor([[2, 2], [9, 1]]), policy),
+              lambda: BudgetedCache(torch.tensor([[4, 4], [6, 2]]), policy, pooled=True, floor=1),
+              lambda: BudgetedCache(torch.full((2, 2), LENGTH), policy)]
+    shared = continuation_nlls(model, tokens, PREFILL, makers, batch=2)
+    for make, nll in zip(makers, shared):
+        assert torch.equal(nll, continuation_nll(model, tokens, PREFILL, make, batch=2))
+    assert not torch.equal(shared[0], shared[1])  # the budgets matter, so the test could see a wrong load
+    start = LENGTH - 4
+    for make, found in zip(makers, answers_correct_each(model, tokens, PREFILL, start, makers)):
+        assert torch.equal(found, answers_correct(model, tokens, PREFILL, start, make))
+
+
+@torch.no_grad()
+def test_a_cache_loads_only_a_whole_prefill_of_its_own_policy(model, tokens):
+    keeper = BudgetedCache(torch.full((2, 2), PREFILL), SnapKV())
+    model(tokens[:, :PREFILL], cache=keeper)
+    with pytest.raises(ValueError, match="scored with"):
+        BudgetedCache(torch.full((2, 2), 4), H2O()).load(keeper)
+    loaded = BudgetedCache(torch.full((2, 2), 4), SnapKV()).load(keeper)
+    assert (loaded.held() == 4).all()
+    with pytest.raises(ValueError, match="fresh cache"):
+        loaded.load(keeper)
+    with pytest.raises(ValueError, match="evicted entries"):
+        BudgetedCache(torch.full((2, 2), 2), SnapKV()).load(loaded)
+
+
 @torch.no_grad()
 def test_answers_are_read_after_the_compressed_context_and_scored_digit_by_digit(model, tokens):
     from mlsysrepro.kvcache.evaluation import answers_correct

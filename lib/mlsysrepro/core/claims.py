@@ -448,8 +448,10 @@ def unmet_preconditions(claim: Claim, measurement: Measurement) -> list[str]:
 
 def robustness(claim: Claim, measurement: Measurement) -> list[dict[str, Any]]:
     """The claim re-judged over each declared :class:`Assumption`'s range: per assumption its central value, the
-    verdict at each value and a sentence, "robust" or "depends on <name>: holds for ..., fails for ...". Empty for a
-    claim without assumptions or one not testable here; an assumption left without measurements is an error."""
+    verdict at each value and a sentence, "robust", "depends on <name>: holds for ..., fails for ..." or, where its
+    power checks fail at every value, "not testable at any value" (a verdict nobody could reach is not robust).
+    Empty for a claim without assumptions or one measured as not testable here; an assumption left without
+    measurements is an error."""
     if not claim.assumptions or measurement.not_testable:
         return []
     missing = [a.name for a in claim.assumptions if a.name not in measurement.grid]
@@ -468,9 +470,11 @@ def robustness(claim: Claim, measurement: Measurement) -> list[dict[str, Any]]:
               replace(measured[value], preconditions=measurement.preconditions) for value in assumption.values}
         verdicts = {value: verdict(claim, at[value])[0] for value in assumption.values}
         unit = f" {assumption.unit}" if assumption.unit else ""
-        if len(set(verdicts.values())) == 1:
-            text = (f"robust over {assumption.name} {_fmt_setting(min(assumption.values))}–"
-                    f"{_fmt_setting(max(assumption.values))}{unit}")
+        span = f"{assumption.name} {_fmt_setting(min(assumption.values))}–{_fmt_setting(max(assumption.values))}{unit}"
+        if set(verdicts.values()) == {NOT_TESTABLE}:  # nothing was decided, so nothing is robust
+            text = f"not testable at any value of {span}"
+        elif len(set(verdicts.values())) == 1:
+            text = f"robust over {span}"
         else:
             by_verdict = {v: [k for k, w in verdicts.items() if w == v] for v in VERDICTS if v in verdicts.values()}
             text = f"depends on {assumption.name}: " + "; ".join(

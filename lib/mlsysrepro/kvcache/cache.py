@@ -97,6 +97,7 @@ class BudgetedCache:
         self.width: dict[int, int] = {}  # slots in use: every entry sits below this index
         self.count: dict[int, torch.Tensor] = {}  # (B, H, 1) entries held, kept up to date while decoding
         self._pending: dict[int, tuple] = {}
+        self.evicted = False  # whether any entry has been dropped (a cache that has cannot serve :meth:`load`)
 
     def update(self, layer, k, v, positions):
         b, h, t, _ = k.shape
@@ -143,11 +144,34 @@ class BudgetedCache:
             self._evict_one(layer, paid, now=pending)
             return
         k, v, pos, score, prefill, queries = pending
-        score = self.policy.accumulate(score, Observation(paid, prefill, queries=queries))
+        self._keep(layer, k, v, pos, self.policy.accumulate(score, Observation(paid, prefill, queries=queries)))
+
+    def load(self, prefilled: "BudgetedCache") -> "BudgetedCache":
+        """This fresh cache as it would stand had it prefilled the context that ``prefilled`` (same policy, budgets
+        that hold the whole context, so it evicted nothing) did: each layer's entries and scores, compressed to this
+        cache's budgets. A prefill's queries attend to the whole prompt whatever the budgets (``update``), so its
+        hidden states, and the scores the policy reads from them, do not depend on the budgets: one prefill serves
+        every allocation, and each then compresses exactly as it would have (:func:`.evaluation.continuation_nlls`)."""
+        if self.keys:
+            raise ValueError("load needs a fresh cache; this one holds entries already")
+        if prefilled.policy != self.policy:
+            raise ValueError(f"the prefilled cache scored with {prefilled.policy}, this one with {self.policy}")
+        if prefilled.evicted:
+            raise ValueError("the prefilled cache evicted entries: its budgets must hold the whole context")
+        for layer in sorted(prefilled.keys):
+            w = prefilled.width[layer]
+            self._keep(layer, *(x[:, :, :w].clone() for x in (prefilled.keys[layer], prefilled.values[layer],
+                                                                prefilled.positions[layer], prefilled.scores[layer])))
+        return self
+
+    def _keep(self, layer, k, v, pos, score):
+        """Store a layer's entries after a step that read more than one token, keeping each head's (or, pooled,
+        each layer's) highest-priority ones within its budget, with room for decoding in place."""
         held = (pos >= 0).sum(-1)  # (B, H)
         budgets = self.budgets[layer]
         over = (held.sum(-1) > budgets.sum()).any() if self.pooled else (held > budgets).any()
         if over:
+            self.evicted = True
             index, valid = self._select(layer, score, pos)
             k = k.gather(2, index[..., None].expand(-1, -1, -1, k.shape[-1]))
             v = v.gather(2, index[..., None].expand(-1, -1, -1, v.shape[-1]))
@@ -177,6 +201,7 @@ class BudgetedCache:
             stored.copy_(score)
         over = self.count[layer] > self.budgets[layer][:, None]  # (B, H, 1)
         if over.any():
+            self.evicted = True
             slack = self.slack[layer]
             sinks, window = self._protected[layer]
             candidate = (pos >= sinks[:, None]) & (pos <= now - window[:, None])  # excludes empty slots (-1)

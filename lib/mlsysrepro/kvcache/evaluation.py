@@ -5,12 +5,15 @@ context while it is prefilled, then the question and the answer are read with no
 is prefilled at once (batched) through a fresh cache, which compresses it to its budgets; what follows is read in
 one pass over the compressed context, each token attending to the kept entries and to the tokens before it, and
 nothing is evicted while it is read. ``make_cache`` builds a fresh cache per batch of sequences, so every method
-sees the same contexts.
+sees the same contexts. :func:`continuation_nlls` and :func:`answers_correct_each` read the same sequences
+through several caches: budgeted caches of one policy share one prefill (:meth:`.cache.BudgetedCache.load`), which
+gives the same numbers as a prefill through each, at a fraction of the time.
 
 :func:`decode_speed` times decoding through several caches (tokens per second and the speed-up over the full
 cache), interleaved round by round (:func:`mlsysrepro.core.timing.interleaved`).
 
-Public entry points: :func:`continuation_nll`, :func:`perplexity`, :func:`answers_correct`, :func:`decode_speed`.
+Public entry points: :func:`continuation_nll`, :func:`continuation_nlls`, :func:`perplexity`, :func:`answers_correct`,
+:func:`answers_correct_each`, :func:`decode_speed`.
 """
 
 from __future__ import annotations
@@ -25,32 +28,58 @@ import torch.nn.functional as F
 from ..core.timing import interleaved, ratios
 from ..transformer.llama import Llama
 from ..transformer.retrieval import VALUE_DIGITS
+from .cache import BudgetedCache
 
 
-def _read_after(model: Llama, x: torch.Tensor, context: int, end: int, cache) -> torch.Tensor:
-    """Logits (B, end - context, vocab) predicting tokens ``context .. end - 1`` of ``x``: the first ``context``
-    tokens prefilled through ``cache`` (which compresses them), the rest read in one pass."""
-    logits = [model(x[:, :context], cache=cache)[:, -1:]]
-    if end - 1 > context:
-        positions = torch.arange(context, end - 1).expand(x.shape[0], -1)
-        logits.append(model(x[:, context:end - 1], positions=positions, cache=cache))
-    return torch.cat(logits, 1)
+def _prefilled(model: Llama, x: torch.Tensor, caches: list) -> list[torch.Tensor]:
+    """Prefill ``x`` (B, context) into every cache of ``caches``; the logits (B, 1, vocab) after the last token, one
+    per cache. Budgeted caches of one policy share a single prefill through a cache that keeps the whole context,
+    then each loads and compresses it (:meth:`.cache.BudgetedCache.load`); any other list is prefilled cache by
+    cache."""
+    first = caches[0]
+    if len(caches) > 1 and all(isinstance(c, BudgetedCache) and c.policy == first.policy for c in caches):
+        keeper = BudgetedCache(torch.full_like(first.budgets, x.shape[1]), first.policy)
+        last = model(x, cache=keeper)[:, -1:]
+        for cache in caches:
+            cache.load(keeper)
+        return [last] * len(caches)
+    return [model(x, cache=cache)[:, -1:] for cache in caches]
+
+
+def _read_after(model: Llama, x: torch.Tensor, context: int, end: int, caches: list) -> list[torch.Tensor]:
+    """Per cache of ``caches``, the logits (B, end - context, vocab) predicting tokens ``context .. end - 1`` of
+    ``x``: the first ``context`` tokens prefilled through the cache (which compresses them, :func:`_prefilled`), the
+    rest read in one pass."""
+    out = []
+    for cache, last in zip(caches, _prefilled(model, x[:, :context], caches)):
+        logits = [last]
+        if end - 1 > context:
+            positions = torch.arange(context, end - 1).expand(x.shape[0], -1)
+            logits.append(model(x[:, context:end - 1], positions=positions, cache=cache))
+        out.append(torch.cat(logits, 1))
+    return out
 
 
 @torch.no_grad()
-def continuation_nll(model: Llama, tokens: torch.Tensor, context: int, make_cache: Callable, batch: int = 16
-                     ) -> torch.Tensor:
-    """(N, T - context): the negative log-likelihood of every token after the first ``context`` ones, read through
-    the cache that compressed those ``context`` tokens."""
+def continuation_nlls(model: Llama, tokens: torch.Tensor, context: int, make_caches: list[Callable],
+                      batch: int = 16) -> list[torch.Tensor]:
+    """Per cache maker of ``make_caches``, (N, T - context): the negative log-likelihood of every token after the
+    first ``context`` ones, read through the cache that compressed those ``context`` tokens."""
     n, t = tokens.shape
     if not 1 <= context < t:
         raise ValueError(f"context ({context}) must be in [1, {t - 1}] for sequences of {t} tokens")
-    out = torch.empty(n, t - context)
+    out = [torch.empty(n, t - context) for _ in make_caches]
     for first in range(0, n, batch):
         x = tokens[first:first + batch]
-        logits = _read_after(model, x, context, t, make_cache())
-        out[first:first + batch] = F.cross_entropy(logits.transpose(1, 2), x[:, context:], reduction="none")
+        for nll, logits in zip(out, _read_after(model, x, context, t, [make() for make in make_caches])):
+            nll[first:first + batch] = F.cross_entropy(logits.transpose(1, 2), x[:, context:], reduction="none")
     return out
+
+
+def continuation_nll(model: Llama, tokens: torch.Tensor, context: int, make_cache: Callable, batch: int = 16
+                     ) -> torch.Tensor:
+    """(N, T - context): :func:`continuation_nlls` through one cache."""
+    return continuation_nlls(model, tokens, context, [make_cache], batch)[0]
 
 
 def perplexity(model: Llama, tokens: torch.Tensor, context: int, make_cache: Callable, batch: int = 16) -> float:
@@ -58,22 +87,28 @@ def perplexity(model: Llama, tokens: torch.Tensor, context: int, make_cache: Cal
 
 
 @torch.no_grad()
-def answers_correct(model: Llama, tokens: torch.Tensor, context: int, answer_start: int, make_cache: Callable,
-                    batch: int = 64) -> torch.Tensor:
-    """(N,) bool: whether the ``VALUE_DIGITS`` digits from ``answer_start`` are each the model's greedy choice, the
-    first ``context`` tokens (the haystack and its records, not the query) compressed by the cache and the query
-    read after them, as kvpress asks a question about a compressed context. The true digits are read, so the
-    first wrong digit decides, as in greedy decoding."""
+def answers_correct_each(model: Llama, tokens: torch.Tensor, context: int, answer_start: int,
+                         make_caches: list[Callable], batch: int = 64) -> list[torch.Tensor]:
+    """Per cache maker of ``make_caches``, (N,) bool: whether the ``VALUE_DIGITS`` digits from ``answer_start`` are
+    each the model's greedy choice, the first ``context`` tokens (the haystack and its records, not the query)
+    compressed by the cache and the query read after them, as kvpress asks a question about a compressed context.
+    The true digits are read, so the first wrong digit decides, as in greedy decoding."""
     if not 1 <= context <= answer_start <= tokens.shape[1] - VALUE_DIGITS:
         raise ValueError(f"need 1 <= context ({context}) <= answer_start ({answer_start}) <= "
                          f"{tokens.shape[1] - VALUE_DIGITS}")
     end = answer_start + VALUE_DIGITS
-    correct = []
+    correct = [[] for _ in make_caches]
     for first in range(0, tokens.shape[0], batch):
         x = tokens[first:first + batch]
-        logits = _read_after(model, x, context, end, make_cache())[:, answer_start - context:]
-        correct.append((logits.argmax(-1) == x[:, answer_start:end]).all(-1))
-    return torch.cat(correct)
+        for found, logits in zip(correct, _read_after(model, x, context, end, [make() for make in make_caches])):
+            found.append((logits[:, answer_start - context:].argmax(-1) == x[:, answer_start:end]).all(-1))
+    return [torch.cat(found) for found in correct]
+
+
+def answers_correct(model: Llama, tokens: torch.Tensor, context: int, answer_start: int, make_cache: Callable,
+                    batch: int = 64) -> torch.Tensor:
+    """(N,) bool: :func:`answers_correct_each` through one cache."""
+    return answers_correct_each(model, tokens, context, answer_start, [make_cache], batch)[0]
 
 
 @torch.no_grad()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -38,7 +39,7 @@ from ..core.settings import Above, Settings
 from ..core.tasks import TaskRunner
 from ..kvcache import allocators
 from ..kvcache.cache import FullCache
-from ..kvcache.evaluation import answers_correct, continuation_nll, decode_speed
+from ..kvcache.evaluation import answers_correct_each, continuation_nlls, decode_speed
 from ..kvcache.policies import make_policy
 from ..kvcache.profiling import HeadProfile, cache_importance, profile_heads
 from ..transformer.llama import Llama, LlamaConfig
@@ -292,8 +293,9 @@ def consistency(profiles_: dict[str, HeadProfile], kv_heads: int, layer_exponent
 
 @dataclass(frozen=True)
 class EvalTask:
-    """One evaluation: the model, the data, and a cache (``allocation`` None: the full cache). The first
-    ``context`` tokens are compressed; ``answer_start`` marks the answer of a retrieval sequence."""
+    """Evaluations of one model on one set of sequences under one policy, through each cache of ``allocations``
+    (None: the full cache); budgeted caches share one prefill (:func:`.kvcache.evaluation.continuation_nlls`). The
+    first ``context`` tokens are compressed; ``answer_start`` marks the answer of a retrieval sequence."""
 
     cfg: LlamaConfig
     state: dict
@@ -301,41 +303,55 @@ class EvalTask:
     tokens: torch.Tensor
     context: int
     answer_start: int = 0
-    allocation: allocators.Allocation | None = None
+    allocations: tuple[allocators.Allocation | None, ...] = (None,)
     policy: str = "snapkv"
 
 
-def _run(task: EvalTask) -> torch.Tensor:
+def _run(task: EvalTask) -> list[torch.Tensor]:
     model = Llama(task.cfg)
     model.load_state_dict(task.state)
     model.eval()
     policy = make_policy(task.policy)
-    make_cache = FullCache if task.allocation is None else (lambda: task.allocation.cache(policy))
+    makers = [FullCache if a is None else partial(a.cache, policy) for a in task.allocations]
     if task.kind == "ppl":
-        return continuation_nll(model, task.tokens, task.context, make_cache).mean(1)
-    return answers_correct(model, task.tokens, task.context, task.answer_start, make_cache)
+        return [nll.mean(1) for nll in continuation_nlls(model, task.tokens, task.context, makers)]
+    return answers_correct_each(model, task.tokens, task.context, task.answer_start, makers)
 
 
 def _evaluations(name: str, lab: Lab, specs: list[dict], desc: str) -> list[torch.Tensor]:
     """Run ``specs`` (``kind``, ``split`` or ``task``, ``allocation``, ``policy``; for perplexity ``keep``, the
     context's last tokens read, all by default) on the lab's runner, cached as ``name`` by :data:`EVALUATION_KNOBS`
-    and the model's seed; per spec, each window's mean NLL or each query's correctness."""
+    and the model's seed; per spec, each window's mean NLL or each query's correctness. Specs that read the same
+    sequences under the same policy through budgeted caches run as one task, on one shared prefill."""
     state = lab.model.state_dict()
+    groups: dict[tuple, list[int]] = {}
+    for i, s in enumerate(specs):
+        data = id(s["task"]) if "task" in s else s.get("split", "test")
+        shared = s.get("allocation") is not None  # a full cache has no prefill to share: one task each
+        groups.setdefault((s["kind"], data, s.get("keep"), s.get("policy", "snapkv"), -1 if shared else i),
+                          []).append(i)
     tasks = []
-    for s in specs:
-        kind, split = s["kind"], s.get("split", "test")
-        if kind == "ppl":
+    for members in groups.values():
+        s = specs[members[0]]
+        allocations = tuple(specs[i].get("allocation") for i in members)
+        if s["kind"] == "ppl":
+            split = s.get("split", "test")
             tokens = lab.calib_mixed if split == "calib_mixed" else {"test": lab.test_windows,
                                                                      "calib": lab.calib_windows}[split]
             keep = s.get("keep", lab.context)
-            tasks.append(EvalTask(lab.cfg, state, kind, tokens[:, lab.context - keep:], keep, 0, s.get("allocation"),
+            tasks.append(EvalTask(lab.cfg, state, "ppl", tokens[:, lab.context - keep:], keep, 0, allocations,
                                   s.get("policy", "snapkv")))
         else:
-            task = s.get("task") or (lab.test_retrieval if split == "test" else lab.calib_retrieval)
-            tasks.append(EvalTask(lab.cfg, state, kind, task.tokens, task.query_start, task.answer_start,
-                                  s.get("allocation"), s.get("policy", "snapkv")))
-    return lab.runner.cached_map(name, lab.settings, _run, tasks, knobs=EVALUATION_KNOBS,
+            task = s.get("task") or (lab.test_retrieval if s.get("split", "test") == "test" else lab.calib_retrieval)
+            tasks.append(EvalTask(lab.cfg, state, "retrieval", task.tokens, task.query_start, task.answer_start,
+                                  allocations, s.get("policy", "snapkv")))
+    done = lab.runner.cached_map(name, lab.settings, _run, tasks, knobs=EVALUATION_KNOBS,
                                  desc=f"{desc} (model {lab.seed})")
+    out: list[torch.Tensor | None] = [None] * len(specs)
+    for members, results in zip(groups.values(), done):
+        for i, result in zip(members, results):
+            out[i] = result
+    return out
 
 
 def allocate(name: str, lab: Lab, compression: float, full: int, importance=None, gamma: float = 0.0,
