@@ -135,3 +135,31 @@ def test_k1_reads_the_slowest_budget_with_its_interval():
     measured = baklava.slowest_decode(speed)
     assert measured.value == 0.9 and measured.interval == (0.8, 1.1)
     assert verdict(CLAIMS["K1"], measured)[0] == "inconclusive"
+
+
+def test_c1_to_c3_are_rejudged_under_each_eviction_policy_with_its_own_power_checks():
+    from mlsysrepro.core.claims import robustness
+
+    zero = {"baklava": [0] * 4, "uniform": [0] * 4}
+    snap = grid({"baklava": [6.0, 6.2, 7.0, 8.0], "uniform": [6.1, 6.9, 8.0, 9.0]}, zero)
+    # under StreamingLLM both allocators keep baseline perplexity to 70 %: uniform passes too, so C1 fails there
+    stream = grid({"baklava": [6.0, 6.2, 7.0, 8.0], "uniform": [6.0, 6.2, 8.0, 9.0]}, zero, policy="streamingllm")
+    measured = baklava.policy_claims(pd.concat([snap, stream[stream.policy != "full"]]), USED, 0.7)
+    assert set(measured) == {"C1", "C2", "C3"}
+    (entry,) = robustness(CLAIMS["C1"], measured["C1"])
+    assert entry["verdicts"] == {"snapkv": "holds", "streamingllm": "fails"}
+    assert entry["text"].startswith("depends on eviction_policy")
+    assert measured["C1"].grid["eviction_policy"]["streamingllm"].preconditions  # its own power checks
+    flat = {"baklava": [6.0] * 4, "uniform": [6.0] * 4}  # compression costs nothing under StreamingLLM
+    free = grid(flat, zero, policy="streamingllm")
+    again = baklava.policy_claims(pd.concat([snap, free[free.policy != "full"]]), USED, 0.7)
+    (entry,) = robustness(CLAIMS["C1"], again["C1"])
+    assert entry["verdicts"]["streamingllm"] == "not testable here"
+
+
+def test_the_claims_need_both_policies_of_the_assumption():
+    from mlsysrepro.core.settings import resolve
+
+    settings = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "policies": ["snapkv"]}, baklava.RANGES)
+    with pytest.raises(ValueError, match="policies must include"):  # before anything is trained
+        baklava.prepare(settings)
