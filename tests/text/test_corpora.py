@@ -13,6 +13,13 @@ def test_ptb_has_mikolovs_vocabulary_and_token_counts():
     assert (corpus.train.numel(), corpus.valid.numel(), corpus.test.numel()) == (929_589, 73_760, 82_430)
 
 
+def test_ptb_ids_run_from_the_most_frequent_word_as_an_adaptive_softmax_needs():
+    corpus = load_ptb()
+    counts = torch.bincount(corpus.train, minlength=len(corpus.vocab))
+    assert bool((counts[:-1] >= counts[1:]).all()) and corpus.vocab[:3] == ["the", "<unk>", EOS]
+    assert float((corpus.train < 2046).float().mean()) == pytest.approx(0.8715, abs=1e-4)
+
+
 def test_conll2003_has_the_standard_sentence_counts_without_docstart():
     data = load_conll2003()
     assert {k: len(v.words) for k, v in data.items()} == {"train": 14_041, "dev": 3_250, "test": 3_453}

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,9 +64,14 @@ def _words(text: str) -> list[str]:
 
 
 def load_ptb(root: Path | None = None) -> Corpus:
-    """The three PTB splits as token ids; the vocabulary is the training split's words, in order of appearance."""
+    """The three PTB splits as token ids; the vocabulary is the training split's words, most frequent first (ties in
+    order of first appearance). An adaptive softmax needs that order: ``torch.nn.AdaptiveLogSoftmaxWithLoss`` takes
+    "labels sorted by their frequency", its head holding ids below the first cutoff (Grave et al., 2017, Sec. 4),
+    and in order of appearance the head of the ``default`` preset (2,046 ids) would hold 80.1 % of PTB's training
+    tokens, where its 2,046 most frequent words hold 87.2 %."""
     splits = {name: _words(text) for name, text in ptb_text(root).items()}
-    vocab = list(dict.fromkeys(splits["train"]))
+    counts = Counter(splits["train"])
+    vocab = sorted(dict.fromkeys(splits["train"]), key=counts.__getitem__, reverse=True)  # a stable sort
     index = {w: i for i, w in enumerate(vocab)}
     ids = {name: torch.tensor([index[w] for w in words], dtype=torch.long) for name, words in splits.items()}
     return Corpus(vocab, ids["train"], ids["valid"], ids["test"])
@@ -113,8 +119,6 @@ def load_conll2003(root: Path | None = None) -> dict[str, Tagged]:
 
 def build_vocab(sentences: list[list[str]], min_count: int = 1, lower: bool = True) -> list[str]:
     """``<pad>``, ``<unk>``, then every word seen at least ``min_count`` times, most frequent first."""
-    from collections import Counter
-
     counts = Counter(w.lower() if lower else w for s in sentences for w in s)
     return [PAD, UNK] + [w for w, c in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])) if c >= min_count]
 
