@@ -77,6 +77,25 @@ def test_without_dropout_it_is_torch_lstm_forward_and_backward():
         assert torch.allclose(ours.bias[l].grad, getattr(reference, f"bias_ih_l{l}").grad, atol=1e-10)
 
 
+@pytest.mark.parametrize("mode,kernel,p", [("standard", "dense", 0.0), ("standard", "dense", 0.5),
+                                           ("locked", "dense", 0.5), ("structured", "dense", 0.5),
+                                           ("fixed", "dense", 0.5), ("structured", "per-draw", 0.5)])
+@pytest.mark.parametrize("dtype,tolerance", [(torch.float64, 1e-10), (torch.float32, 2e-5)])
+def test_the_fused_layers_compute_what_the_explicit_loop_computes(mode, kernel, p, dtype, tolerance):
+    """fused=True (torch.lstm on the dropped input, oneDNN in float32) gives the explicit loop's outputs, final states
+    and gradients for the same draw; a compacted draw (per-draw kernel) keeps its compaction."""
+    torch.manual_seed(2)
+    explicit = LSTM(12, 16, num_layers=2, p=p, mode=mode, kernel=kernel).to(dtype)
+    fused = LSTM(12, 16, num_layers=2, p=p, mode=mode, kernel=kernel, fused=True).to(dtype)
+    fused.load_state_dict(explicit.state_dict())
+    x = torch.randn(7, 5, 12, dtype=dtype)
+    out_e, grads_e = run(explicit, x, seed=4)
+    out_f, grads_f = run(fused, x, seed=4)
+    assert torch.allclose(out_f, out_e, atol=tolerance, rtol=0)
+    for name in grads_e:
+        assert torch.allclose(grads_f[name], grads_e[name], atol=tolerance, rtol=0), name
+
+
 def test_eval_mode_drops_nothing_and_bad_modes_are_rejected():
     model = LSTM(4, 6, p=0.5, mode="structured").eval()
     x = torch.randn(3, 2, 4)

@@ -77,7 +77,7 @@ PRESETS = {
         seeds=5, modes=["none", "standard", "structured"], p=0.5, ptb_hidden=128, ptb_layers=2, ptb_batch=32,
         bptt=35, ptb_fraction=1.0, ptb_epochs=1, ptb_cutoffs=[2046, 6000], ptb_optimizer="adam", ptb_lr=0.005,
         ptb_clip=5.0, ptb_schedule="step", ptb_decay_after=6, ptb_valid_tokens=0, ptb_test_tokens=0,
-        conll_seeds=20, conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=15,
+        conll_seeds=32, conll_fraction=0.2, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=15,
         conll_lr=0.01,
         conll_eval_sentences=0, conll_pool=20, conll_schedule="linear", conll_cased=True,
         conll_min_count=2,
@@ -224,7 +224,7 @@ def _train_ptb(t: Task, corpus) -> dict:
     scored = head(corpus.valid, k["ptb_valid_tokens"])
     valid, held_in = batchify(scored, 10), batchify(corpus.train[: scored.numel()], 10)
     model = WordLM(len(corpus.vocab), k["ptb_hidden"], k["ptb_layers"], *_dropout(t, k), kernel="dense",
-                   cutoffs=tuple(k["ptb_cutoffs"])).to(k["device"])
+                   cutoffs=tuple(k["ptb_cutoffs"]), fused=True).to(k["device"])
     rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
                     clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_decay_after"], optimizer=k["ptb_optimizer"],
                     held_in=held_in, schedule=k["ptb_schedule"])
@@ -245,7 +245,8 @@ def _train_conll(t: Task, data) -> dict:
     tags = sorted({tg for s in data["train"].tags for tg in s})
     m = k["conll_eval_sentences"] or None
     dev, test = (type(train)(data[s].words[:m], data[s].tags[:m]) for s in ("dev", "test"))
-    model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], *_dropout(t, k)).to(k["device"])
+    model = Tagger(len(vocab), len(tags), k["conll_embedding"], k["conll_hidden"], *_dropout(t, k), kernel="dense",
+                   fused=True).to(k["device"])
     rows = train_tagger(model, train, dev, index, tags, k["conll_epochs"], torch.Generator().manual_seed(t.seed),
                         batch_size=k["conll_batch"], lr=k["conll_lr"], pool=k["conll_pool"],
                         schedule=k["conll_schedule"], lower=lower)

@@ -7,7 +7,8 @@
   full softmax for Grave et al.'s (2017) adaptive softmax (``torch.nn.AdaptiveLogSoftmaxWithLoss``): the frequent
   words and one logit per tail cluster in the head, rarer words in clusters of smaller width, so that a CPU can train
   on all of PTB; the dropout before it is the same mask, applied to the states (:meth:`WordLM.loss`).
-  ``mode``, ``p``, ``kernel`` and ``period`` are those of :class:`.lstm.LSTM`, for every dropout in the model.
+  ``mode``, ``p``, ``kernel``, ``period`` and ``fused`` are those of :class:`.lstm.LSTM`, for every dropout in the
+  model.
 - :class:`Tagger`: a BiLSTM tagger, a forward and a backward one-layer LSTM over the embeddings,
   dropout on the embeddings and on the concatenated states, a linear layer to the tags (no CRF).
 - :class:`Translator`: an LSTM encoder-decoder with global attention for IWSLT (see its docstring).
@@ -24,12 +25,13 @@ from .lstm import LSTM
 
 class WordLM(nn.Module):
     def __init__(self, vocab_size: int, hidden: int, num_layers: int = 2, p: float = 0.5, mode: str = "standard",
-                 tied: bool = False, kernel: str = "per-draw", period: int = 1, cutoffs: tuple[int, ...] = ()):
+                 tied: bool = False, kernel: str = "per-draw", period: int = 1, cutoffs: tuple[int, ...] = (),
+                 fused: bool = False):
         super().__init__()
         if cutoffs and tied:
             raise ValueError("an adaptive softmax (cutoffs) has no single decoder matrix to tie; pass tied=False")
         self.embedding = nn.Embedding(vocab_size, hidden)
-        self.lstm = LSTM(hidden, hidden, num_layers, p, mode, kernel, period)
+        self.lstm = LSTM(hidden, hidden, num_layers, p, mode, kernel, period, fused)
         self.adaptive = (nn.AdaptiveLogSoftmaxWithLoss(hidden, vocab_size, list(cutoffs), div_value=4.0)
                          if cutoffs else None)
         self.decoder_bias = None if cutoffs else nn.Parameter(torch.zeros(vocab_size))
@@ -69,11 +71,11 @@ def reverse_padded(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
 
 class Tagger(nn.Module):
     def __init__(self, vocab_size: int, num_tags: int, embedding: int = 100, hidden: int = 100, p: float = 0.5,
-                 mode: str = "standard", kernel: str = "per-draw", period: int = 1):
+                 mode: str = "standard", kernel: str = "per-draw", period: int = 1, fused: bool = False):
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, embedding, padding_idx=0)
-        self.forward_lstm = LSTM(embedding, hidden, 1, p, mode, kernel, period)
-        self.backward_lstm = LSTM(embedding, hidden, 1, p, mode, kernel, period)
+        self.forward_lstm = LSTM(embedding, hidden, 1, p, mode, kernel, period, fused)
+        self.backward_lstm = LSTM(embedding, hidden, 1, p, mode, kernel, period, fused)
         self.classifier = nn.Linear(2 * hidden, num_tags)
 
     def forward(self, ids: torch.Tensor, lengths: torch.Tensor, generator: torch.Generator | None = None):

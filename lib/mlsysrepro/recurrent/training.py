@@ -134,7 +134,9 @@ def train_tagger(model: Tagger, train, dev, index: dict[str, int], tags: list[st
     """Adam on shuffled mini-batches of sentences (bucketed by length over pools of ``pool`` batches,
     :func:`bucketed_batches`); the loss skips padding; ``schedule="linear"`` lowers the rate linearly from ``lr`` to 0
     over the run; ``lower`` looks the words up lower-cased (``index`` built the same way). One row per epoch with dev
-    span F1."""
+    span F1. The batches come from a generator of their own, seeded from ``generator`` before anything else draws
+    from it: runs that differ only in their dropout see the same batches in the same order, so a comparison paired
+    by seed differs in the dropout alone (common random numbers)."""
     if schedule not in TAGGER_SCHEDULES:
         raise ValueError(f"schedule must be one of {list(TAGGER_SCHEDULES)}, got {schedule!r}")
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
@@ -142,9 +144,10 @@ def train_tagger(model: Tagger, train, dev, index: dict[str, int], tags: list[st
     sentence_lengths = [len(s) for s in train.words]
     rows, done = [], 0
     total = epochs * len(bucketed_batches(sentence_lengths, batch_size, pool, torch.Generator()))
+    batch_order = torch.Generator().manual_seed(int(torch.randint(2**62, (1,), generator=generator)))
     for epoch in range(1, epochs + 1):
         model.train()
-        batches = bucketed_batches(sentence_lengths, batch_size, pool, generator)
+        batches = bucketed_batches(sentence_lengths, batch_size, pool, batch_order)
         start = time.perf_counter()
         for picked in progress(batches, f"{desc} epoch {epoch}"):
             if schedule == "linear":
