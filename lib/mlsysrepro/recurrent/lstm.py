@@ -12,9 +12,8 @@ the time loop and its backward pass are :class:`.recurrence.Recurrence`, the sam
 
 ``fused=True`` runs a layer whose dropout is a mask (every dense draw: cases I and II, and III or IV with
 ``kernel="dense"``) through ``torch.lstm``, the fused kernel behind ``torch.nn.LSTM`` (oneDNN on a CPU), on the
-dropped input: the same function, for runs that need the model and not the timing of its GEMMs (the accuracy runs;
-on the tagger's 100-wide layers it takes less than half the time of the explicit loop). The speed measurements
-leave it off, so that every mode they compare runs the same time loop.
+dropped input: the same function, for runs that need the model and not the timing of its GEMMs (the accuracy runs).
+The speed measurements leave it off, so that every mode they compare runs the same time loop.
 
 Each input projection runs once for the whole sequence through
 :func:`mlsysrepro.sparsity.compaction.masked_projection`; its weight is stored as ``W_ih^T`` (in x 4H). With a
