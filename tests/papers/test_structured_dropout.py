@@ -35,11 +35,20 @@ def test_the_accuracy_table_is_the_mean_and_std_over_seeds():
     assert row["test mean"] == 92.0 and row["test std"] == pytest.approx(math.sqrt(12.0))
 
 
+def test_the_language_model_drops_at_its_own_rate_and_the_control_at_none():
+    knobs = {"p": 0.5, "ptb_p": 0.3}
+    rate = {(task, mode): structured_dropout._dropout(structured_dropout.Task(task, mode, 0, knobs), knobs)
+            for task in ("ptb", "conll") for mode in ("none", "structured")}
+    assert rate == {("ptb", "none"): (0.0, "standard"), ("ptb", "structured"): (0.3, "structured"),
+                    ("conll", "none"): (0.0, "standard"), ("conll", "structured"): (0.5, "structured")}
+
+
 def test_without_dropout_every_mode_trains_the_same_model():
     """At p = 0 the modes differ in nothing but their (absent) masks, so each seed gives identical metrics:
     the runs draw all their randomness from their own seed, whatever process runs them."""
-    results, curves = structured_dropout.accuracy_runs(settings(p=0.0, ptb_fraction=0.002, conll_fraction=0.005,
-                                               conll_eval_sentences=50), workers=2)
+    results, curves = structured_dropout.accuracy_runs(settings(p=0.0, ptb_p=0.0, ptb_fraction=0.002,
+                                                                conll_fraction=0.005, conll_eval_sentences=50),
+                                                       workers=2)
     for (task, seed), group in results.groupby(["task", "seed"]):
         assert len(group) == len(settings().modes)  # at p = 0 the control is standard dropout too
         assert group.test.nunique() == 1 and group.valid.nunique() == 1, (task, seed)
