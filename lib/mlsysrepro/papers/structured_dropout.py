@@ -87,8 +87,8 @@ PRESETS = {
     ),
     "paper": dict(
         seeds=5, modes=["none", "standard", "locked", "structured", "fixed"], p=0.5, ptb_p=0.5, ptb_hidden=650,
-        ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39, ptb_cutoffs=[], ptb_optimizer="sgd", ptb_lr=1.0,
-        ptb_clip=5.0, ptb_schedule="step", ptb_decay_after=6, ptb_valid_tokens=0, ptb_test_tokens=0,
+        ptb_layers=2, ptb_batch=20, bptt=35, ptb_fraction=1.0, ptb_epochs=39, ptb_cutoffs=[], ptb_optimizer="sgd",
+        ptb_lr=1.0, ptb_clip=5.0, ptb_schedule="step", ptb_decay_after=6, ptb_valid_tokens=0, ptb_test_tokens=0,
         conll_seeds=5, conll_fraction=1.0, conll_embedding=100, conll_hidden=100, conll_batch=32, conll_epochs=30,
         conll_lr=0.002, conll_eval_sentences=0, conll_pool=1, conll_schedule="constant", conll_cased=True,
         conll_min_count=2,
@@ -151,8 +151,7 @@ CLAIMS = (
     Claim("C5", "No loss in perplexity (PTB)", where="Table (PTB)", paper_value=0.0,
           unit="test perplexity, structured / standard - 1, mean over seeds (95 % t-interval)",
           rule=at_most(PPL_TOLERANCE), over="`seeds` seeds, reduced model at p = `ptb_p`, all of PTB; the control "
-          "without dropout "
-          "must fail the same rule", parity=True,
+          "without dropout must fail the same rule", parity=True,
           preconditions=(Precondition("learned", "both dropout models beat every count-based model of the same "
                                       "training text, add-one unigram and Kneser-Ney bigram and trigram (the "
                                       "strongest one's test perplexity / the worst model's)", above(1.0)),
