@@ -158,6 +158,26 @@ def test_proportion_intervals():
     assert math.isfinite(proportion_ratio(0.5, 0.0, 64).value)
 
 
+def test_rank_correlation_carries_a_fisher_interval_and_its_ceiling_under_ties():
+    from mlsysrepro.core.claims import best_rank_correlation, rank_correlation
+
+    noisy = np.arange(16) + np.random.default_rng(0).normal(0, 4, 16)
+    measured = rank_correlation(np.arange(16), noisy)
+    assert measured.interval[0] < measured.value < measured.interval[1] <= 1
+    assert rank_correlation(np.arange(40), np.arange(40) + np.random.default_rng(0).normal(0, 4, 40)).interval[0] \
+        > measured.interval[0]  # more pairs, a tighter interval
+    assert rank_correlation(np.arange(16), -np.arange(16)).value == pytest.approx(-1)
+    constant = rank_correlation(np.arange(16), np.zeros(16))
+    assert constant.value == 0 and constant.interval == (-1, 1) and "undefined" in constant.note
+    # one costly item among 15 ties: no ranking can reach rho 0.5, even the one that puts it first
+    single = np.r_[np.zeros(15), 0.9]
+    assert best_rank_correlation(single).value < 0.5
+    assert best_rank_correlation(single).value == pytest.approx(rank_correlation(np.arange(16), single).value)
+    assert best_rank_correlation(np.linspace(0, 1, 16)).value == pytest.approx(1)
+    with pytest.raises(ValueError, match="at least 4 pairs"):
+        rank_correlation([1, 2, 3], [1, 2, 3])
+
+
 def test_position_against_the_paper_number():
     near = claim(paper_value=5.0, near=0.25)
     assert [position(near, Measurement(v)) for v in (3.0, 4.0, 6.2, 8.0)] == ["below", "near", "near", "beyond"]

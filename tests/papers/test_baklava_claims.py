@@ -122,6 +122,30 @@ def test_c5_is_paired_non_inferiority_with_a_control_that_must_fail():
         == "not testable here"
 
 
+def ablated(importance, retrieval_cost, model: int = 0) -> pd.DataFrame:
+    """One model's ablation frame over 16 caches (4 layers x 4 KV heads)."""
+    return pd.DataFrame({"model": model, "layer": np.arange(16) // 4, "kv_head": np.arange(16) % 4,
+                         "importance": importance, "delta_ppl": np.linspace(0, 0.1, 16),
+                         "delta_retrieval": retrieval_cost})
+
+
+def test_c6_ranks_the_caches_against_the_ablation_and_needs_a_ground_truth_with_an_order():
+    graded = np.linspace(0, 0.6, 16)  # every cache's shrinking costs retrieval, each more than the last
+    solves = {"full_cache_retrieves": 0.9}
+    agree = baklava.ranking_against_ablation([ablated(graded + 1, graded, m) for m in range(3)])
+    assert agree.per_setting == {"model 0": pytest.approx(1), "model 1": pytest.approx(1), "model 2": pytest.approx(1)}
+    assert verdict(CLAIMS["C6"], agree.given(**solves))[0] == "holds"
+    reversed_ = baklava.ranking_against_ablation([ablated(-graded, graded, m) for m in range(3)])
+    result, why = verdict(CLAIMS["C6"], reversed_.given(**solves))
+    assert result == "fails" and "passes on 0 of 3 settings" in why
+    # one costly cache among fifteen that cost nothing: even a heuristic putting it first cannot show rho 0.5
+    single = np.r_[np.zeros(15), 0.9]
+    blind = baklava.ranking_against_ablation([ablated(np.arange(16), single, m) for m in range(3)])
+    result, why = verdict(CLAIMS["C6"], blind.given(**solves))
+    assert result == "not testable here" and "ground_truth_ranks" in why
+    assert "cache 3.3 costs most retrieval, 0.90, and its importance ranks 1 of 16" in blind.note
+
+
 def test_the_paired_difference_redraws_items_within_each_model():
     same = [hits(0.5), hits(0.7)]
     assert baklava.paired_difference(same, same) == (0.0, (0.0, 0.0))

@@ -327,6 +327,32 @@ def proportion_ratio(first: float, second: float, n: int, note: str = "") -> Mea
     return Measurement(ratio, (ratio * math.exp(-half), ratio * math.exp(half)), note=note)
 
 
+def rank_correlation(first: Sequence[float], second: Sequence[float], note: str = "") -> Measurement:
+    """Spearman's rho of two paired samples (ties take their mean rank), with the 95 % Fisher-z interval of Bonett
+    and Wright (2000): variance ``(1 + rho^2 / 2) / (n - 3)`` on the z scale. Where either sample is constant rho
+    is undefined: 0, the interval [-1, 1], and the note says so."""
+    from scipy import stats
+
+    first, second = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    if first.shape != second.shape or first.size < 4:
+        raise ValueError(f"rank_correlation: needs two samples of the same size, at least 4 pairs; got "
+                         f"{first.size} and {second.size}")
+    if np.ptp(first) == 0 or np.ptp(second) == 0:
+        return Measurement(0.0, (-1.0, 1.0), note=(note + "; " if note else "") + "undefined: a constant sample")
+    rho = float(stats.spearmanr(first, second).statistic)
+    z, half = math.atanh(min(max(rho, -0.999999), 0.999999)), 1.96 * math.sqrt((1 + rho ** 2 / 2) / (first.size - 3))
+    return Measurement(rho, (math.tanh(z - half), math.tanh(z + half)), note=note)
+
+
+def best_rank_correlation(truth: Sequence[float]) -> Measurement:
+    """The highest Spearman rho any ranking without ties can reach against ``truth``, with its interval
+    (:func:`rank_correlation`): the ranking that orders ``truth`` (within a group of tied values every order gives
+    the same rho). Below 1 where ``truth`` has ties, 0 where it is constant: a rule asking a ranking for more than
+    this could never be shown to pass (a power check)."""
+    truth = np.asarray(truth, dtype=float)
+    return rank_correlation(np.argsort(np.argsort(truth, kind="stable")), truth)
+
+
 def not_testable(reason: str) -> Measurement:
     """This run cannot test the claim, and why."""
     if not reason:
