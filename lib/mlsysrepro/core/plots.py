@@ -43,7 +43,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import seaborn as sns  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
-from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter  # noqa: E402
+from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.offsetbox import DrawingArea, TextArea  # noqa: E402
 
@@ -112,13 +112,17 @@ def log_axis(ax, axis: str = "x"):
     """A log scale labelled at 1, 2 and 5 times each power of ten (1 and 3 over more than 2.5 decades of the data
     drawn so far, powers of ten alone over more than 4), in plain numbers, with unlabelled minor ticks
     (matplotlib's default labels the minor ticks of a range under a decade as powers of ten, and they overlap);
-    where fewer than two of those fall in view, matplotlib's locator falls back to evenly spaced plain ticks."""
+    where fewer than two of those fall in view, at most five evenly spaced plain ticks (matplotlib's own fallback
+    puts about ten there, whose labels touch on a narrow range such as 0.3-0.42)."""
     target = ax.xaxis if axis == "x" else ax.yaxis
     (ax.set_xscale if axis == "x" else ax.set_yscale)("log")
     low, high = ax.get_xlim() if axis == "x" else ax.get_ylim()
     decades = np.log10(high / low) if low > 0 else 1.0
     subs = (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0, 3.0) if decades <= 4 else (1.0,)
-    target.set_major_locator(LogLocator(base=10, subs=subs))
+    powers = 10.0 ** np.arange(np.floor(np.log10(low)), np.ceil(np.log10(high)) + 1) if low > 0 else np.array([])
+    in_view = sum(low <= power * sub <= high for power in powers for sub in subs)
+    target.set_major_locator(LogLocator(base=10, subs=subs) if in_view >= 2 or low <= 0
+                             else MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]))
     target.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     target.set_minor_formatter(NullFormatter())
 
