@@ -75,3 +75,22 @@ def test_the_context_cost_is_the_cut_context_over_the_whole_one_per_model():
     cost = baklava.context_cost(use)
     assert cost.per_setting == pytest.approx({"model 0": 0.2, "model 1": 0.01})
     assert cost.note == "context cut to its last 10 of 100 tokens: model 0 +20.0%, model 1 +1.0%"
+
+
+def test_the_answer_loss_is_the_log_loss_of_the_answer_digits_read_after_the_query():
+    """The ablation's ground truth (``answer_nll``): with the full cache, each query's mean NLL of its
+    ``VALUE_DIGITS`` answer digits, as one causal pass over the sequence gives it; a shrunk cache changes it."""
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab=32, dim=32, layers=1, heads=2, kv_heads=1, ffn=64)
+    model = Llama(cfg).eval()
+    tokens, context, answer_start = torch.randint(0, 32, (3, 40)), 30, 34
+    shrunk = baklava.allocators.Allocation(torch.full((1, 1), 2))
+    task = baklava.EvalTask(cfg, model.state_dict(), "answer_nll", tokens, context, answer_start, (None, shrunk))
+    full, small = baklava._run(task)
+    end = answer_start + baklava.VALUE_DIGITS
+    with torch.no_grad():
+        logits = model(tokens[:, :end - 1])[:, answer_start - 1:]
+    expected = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tokens[:, answer_start:end],
+                                                 reduction="none").mean(1)
+    assert full.shape == (3,) and torch.allclose(full, expected, atol=1e-5)
+    assert not torch.allclose(small, full)

@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from mlsysrepro.core.claims import verdict
 from mlsysrepro.papers import baklava
@@ -122,15 +123,17 @@ def test_c5_is_paired_non_inferiority_with_a_control_that_must_fail():
         == "not testable here"
 
 
-def ablated(importance, retrieval_cost, model: int = 0) -> pd.DataFrame:
-    """One model's ablation frame over 16 caches (4 layers x 4 KV heads)."""
+def ablated(importance, answer_cost, model: int = 0) -> pd.DataFrame:
+    """One model's ablation frame over 16 caches (4 layers x 4 KV heads); the costliest cache in answer log-loss
+    also costs the most accuracy."""
+    answer_cost = np.asarray(answer_cost, dtype=float)
     return pd.DataFrame({"model": model, "layer": np.arange(16) // 4, "kv_head": np.arange(16) % 4,
                          "importance": importance, "delta_ppl": np.linspace(0, 0.1, 16),
-                         "delta_retrieval": retrieval_cost})
+                         "delta_retrieval": answer_cost / answer_cost.max() * 0.9, "answer_cost": answer_cost})
 
 
 def test_c6_ranks_the_caches_against_the_ablation_and_needs_a_ground_truth_with_an_order():
-    graded = np.linspace(0, 0.6, 16)  # every cache's shrinking costs retrieval, each more than the last
+    graded = np.linspace(0.05, 0.6, 16)  # every cache's shrinking costs the answers, each more than the last
     solves = {"full_cache_retrieves": 0.9}
     agree = baklava.ranking_against_ablation([ablated(graded + 1, graded, m) for m in range(3)])
     assert agree.per_setting == {"model 0": pytest.approx(1), "model 1": pytest.approx(1), "model 2": pytest.approx(1)}
@@ -143,7 +146,19 @@ def test_c6_ranks_the_caches_against_the_ablation_and_needs_a_ground_truth_with_
     blind = baklava.ranking_against_ablation([ablated(np.arange(16), single, m) for m in range(3)])
     result, why = verdict(CLAIMS["C6"], blind.given(**solves))
     assert result == "not testable here" and "ground_truth_ranks" in why
-    assert "cache 3.3 costs most retrieval, 0.90, and its importance ranks 1 of 16" in blind.note
+    assert "1 of 16 caches cost measurably; shrinking cache 3.3 costs the most accuracy, 0.90, and its importance " \
+           "ranks 1 of 16" in blind.note
+
+
+def test_an_answer_cost_within_its_noise_counts_as_none():
+    rng = np.random.default_rng(0)
+    full = torch.from_numpy(rng.exponential(0.5, 64))
+    hurt = full + 0.4 + torch.from_numpy(rng.normal(0, 0.05, 64))  # every query's answer loses about 0.4 nats
+    noise = full + torch.from_numpy(rng.normal(0, 0.5, 64))  # no cost: answers move both ways
+    costs = baklava.answer_costs(full, [hurt, noise, full.clone()])
+    assert costs.answer_cost[0] == pytest.approx(costs.delta_answer_nll[0]) and costs.delta_answer_nll_low[0] > 0.3
+    assert costs.delta_answer_nll_low[1] < 0 < costs.delta_answer_nll_high[1] and costs.answer_cost[1] == 0
+    assert costs.answer_cost[2] == 0
 
 
 def test_the_paired_difference_redraws_items_within_each_model():
