@@ -150,6 +150,21 @@ def test_c6_ranks_the_caches_against_the_ablation_and_needs_a_ground_truth_with_
            "ranks 1 of 16" in blind.note
 
 
+def test_c6_is_rejudged_with_and_without_the_layer_factor():
+    from mlsysrepro.core.claims import robustness
+    from mlsysrepro.kvcache.profiling import HeadProfile
+
+    layer, head = np.arange(16) // 4, np.arange(16) % 4
+    cost = layer + 0.1 * head + 0.05  # the ground truth orders the caches by layer first
+    # the heads' own scores rank only within a layer, and wrongly; the layer factor supplies the layers' order
+    profile = HeadProfile(head=torch.arange(4.0, 0.0, -1).repeat(4, 1), layer=torch.tensor([1.0, 10.0, 100.0, 1000.0]))
+    frames = [ablated(np.zeros(16), cost, m) for m in range(3)]
+    measured = baklava.ranking_claim(frames, [profile] * 3, baklava.full_retrieval(grid({}, {}, models=(0, 1, 2))))
+    assert verdict(CLAIMS["C6"], measured)[0] == "holds"
+    (entry,) = robustness(CLAIMS["C6"], measured)
+    assert entry["verdicts"] == {"0": "fails", "1": "holds"} and entry["text"].startswith("depends on layer_exponent")
+
+
 def test_an_answer_cost_within_its_noise_counts_as_none():
     rng = np.random.default_rng(0)
     full = torch.from_numpy(rng.exponential(0.5, 64))

@@ -142,6 +142,13 @@ EVICTION_POLICY = Assumption("eviction_policy", "snapkv", ("snapkv", "streamingl
                              source="ours: the paper names no policy; SnapKV (attention-scored) and StreamingLLM "
                                     "(sinks and recent tokens) bracket what it compares under")
 
+#: The importance C6 ranks: with the layer factor (ShortGPT's block influence) raised to 1, or without it (0). The
+#: summaries name a layer-importance proxy without saying how it combines with the heads' scores; the budget search
+#: picks the exponent per compression from `layer_exponents`.
+LAYER_FACTOR = Assumption("layer_exponent", 1.0, (0.0, 1.0), unit="(the layer factor's exponent in the importance)",
+                          source="ours: the paper's layer proxy is named but its use is not given; 0 leaves it out, "
+                                 "1 multiplies the heads' scores by it")
+
 CLAIMS = (
     Claim("C1", "BaKlaVa compresses the KV cache by up to 70 % at baseline perplexity, where uniform budgets do not",
           where="Abstract", paper_value=0.7, unit="highest compression whose test perplexity is within 5 % of the "
@@ -178,7 +185,7 @@ CLAIMS = (
           "includes 0 counting as none (95 % Fisher interval over the caches)", rule=at_least(STRONG_AGREEMENT),
           over="the `models` trained models, every (layer, KV head) cache of each; the ground truth is what "
           "compression costs at this scale, retrieval (C1's power checks show that it costs little perplexity)",
-          min_share=2 / 3, preconditions=(SOLVES_RETRIEVAL, GROUND_TRUTH_RANKS)),
+          min_share=2 / 3, preconditions=(SOLVES_RETRIEVAL, GROUND_TRUTH_RANKS), assumptions=(LAYER_FACTOR,)),
     Claim("K1", "Decoding with the compressed cache is no slower than with the full cache", where="this "
           "reproduction (the paper's custom KV-cache object)", paper_value=1.0, unit="decode speed-up over the full "
           "cache, the slowest BaKlaVa budget (95 % interval of the per-round ratios)", rule=at_least(1.0),
@@ -736,6 +743,18 @@ def ranking_against_ablation(ablations: list[pd.DataFrame]) -> Measurement:
                      f"{costly.delta_retrieval:.2f}, and its importance ranks {place} of {len(frame)}")
     checked = across(best, note="best rho's lower end: " + ", ".join(f"{k} {v:.2f}" for k, v in best.items()))
     return across(rhos, intervals=intervals, note="; ".join(notes)).given(ground_truth_ranks=checked)
+
+
+def ranking_claim(ablations: list[pd.DataFrame], profiles_: list[HeadProfile], solves: Measurement) -> Measurement:
+    """Claim C6 as judged: :func:`ranking_against_ablation` with the importance of :data:`LAYER_FACTOR`'s central
+    exponent, re-measured at each exponent of its range (each model's importance from its profile, ``profiles_``),
+    every point with the power check ``full_cache_retrieves`` (``solves``, :func:`full_retrieval`)."""
+    def measure(exponent: float) -> Measurement:
+        frames = [frame.assign(importance=cache_importance(profile, frame.kv_head.nunique(), exponent).flatten()
+                               .numpy()) for frame, profile in zip(ablations, profiles_)]
+        return ranking_against_ablation(frames).given(full_cache_retrieves=solves)
+
+    return measured_over(measure, LAYER_FACTOR.central, {LAYER_FACTOR.name: {v: v for v in LAYER_FACTOR.values}})
 
 
 def paired_difference(ours: list[np.ndarray], theirs: list[np.ndarray], resamples: int = 2000, seed: int = 0
