@@ -150,20 +150,16 @@ def test_a_log_axis_labels_one_two_five_and_never_its_minor_ticks():
 
 @pytest.mark.parametrize("low, high", [(0.318, 0.36), (0.3, 0.42), (3.0, 4.5)])
 def test_a_log_axis_over_a_narrow_range_keeps_a_few_plain_ticks_that_never_touch(low, high):
-    import matplotlib.pyplot as plt
-
-    from mlsysrepro.core.plots import log_axis, style_problems
-
     # no 1, 2 or 5 times a power of ten in view (a latency CDF timed on a fast machine): matplotlib's fallback put
     # ticks every 0.025, whose labels ('0.325', '0.35') touched
     fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
     ax.plot(np.linspace(low, high, 50), np.linspace(0, 1, 50))
-    log_axis(ax)
+    plots.log_axis(ax)
     ax.set(xlabel="request latency (ms, log)", ylabel="share", title="Fig. 1 (test)")
     fig.canvas.draw()
     shown = [tick for tick in ax.get_xticks() if low * 0.97 <= tick <= high * 1.03]
     assert 2 <= len(shown) <= 5
-    assert not [p for p in style_problems(fig) if "overlaps" in p]
+    assert not [p for p in plots.style_problems(fig) if "overlaps" in p]
     plt.close(fig)
 
 
