@@ -82,8 +82,10 @@ def test_runs_report_per_iteration_stages_and_the_emulated_communication():
     assert run1.spec.samples_per_iteration == 4 * 8
     modelled = sum(run1.bucket_modelled)
     assert modelled == pytest.approx(sum(cluster.allreduce_seconds(b) for b in run1.bucket_bytes))
-    # the exposed communication is at most the link's busy time and the stall shows in the iteration time
-    assert (run1.times["comm_exposed"] <= run1.times["comm_busy"] + 1e-3).all()
+    # the exposed communication is at most the link's busy time and the stall shows in the iteration time; exposed
+    # also holds DDP's finishing of backward after the last bucket's future completes, which took 1.4 ms in a CI run
+    # on 2 cores (0.735 s against 0.733 s busy), so 2 % of the busy time, not 1 ms
+    assert (run1.times["comm_exposed"] <= 1.02 * run1.times["comm_busy"]).all()
     assert run1.seconds_per_iteration - run0.seconds_per_iteration > 0.5 * modelled
     # decoding real files takes longer than handing over tensors made beforehand
     assert np.median(run3.times["data"]) > 10 * np.median(run1.times["data"])
