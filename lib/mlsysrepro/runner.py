@@ -116,6 +116,12 @@ def _ipc_kernel_manager():
     return IPCKernelManager
 
 
+#: Papermill's per-cell limit, there to stop a hung kernel. A notebook's heaviest cell trains all of its models
+#: (structured_dropout's accuracy cell: 35 min cold at ``default`` on one 2-core machine, over 60 min on a slower
+#: one), so one hour killed that cell on the slower machine and every run it had finished was lost.
+CELL_TIMEOUT_S = 3 * 3600
+
+
 def run_one(notebook: Path, scale: str, timeout: int, parameters: dict | None = None) -> str | None:
     """Execute one notebook at ``scale`` (with further papermill ``parameters``, e.g. ``{"device": "cuda"}``);
     returns None on success, else the error's first line."""
@@ -144,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", default=paths.COMMITTED_SCALE, choices=RUNNABLE_SCALES)
     parser.add_argument("--only", default="", help="comma-separated notebook names, e.g. _template,mvs_gnn")
     parser.add_argument("--list", action="store_true", help="list the notebooks and exit")
-    parser.add_argument("--timeout", type=int, default=3600, help="per-cell execution timeout in seconds")
+    parser.add_argument("--timeout", type=int, default=CELL_TIMEOUT_S, help="per-cell execution timeout in seconds")
     parser.add_argument("--jobs", type=int, default=1, help="notebooks run at once (the cores are split between them)")
     args = parser.parse_args(argv)
     if args.jobs < 1:

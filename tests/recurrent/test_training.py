@@ -54,6 +54,7 @@ def test_an_adaptive_softmax_language_model_learns_and_reports_held_in_perplexit
     rows = train_lm(model, stream, stream, epochs=4, generator=torch.Generator().manual_seed(0), lr=0.02, bptt=10,
                     optimizer="adam", held_in=stream[:20])
     assert rows[-1]["valid_ppl"] < 1.5 and rows[-1]["train_ppl"] < 1.5
+    assert all("train_ppl" not in row for row in rows[:-1])  # the held-in text is scored once, after the last epoch
     with pytest.raises(ValueError, match="loss"):
         model(stream[:10])
     with pytest.raises(ValueError, match="tie"):

@@ -220,8 +220,8 @@ def _dropout(t: Task, knobs: dict) -> tuple[float, str]:
 
 
 def _train_ptb(t: Task, corpus) -> dict:
-    """One LM run: validation and held-in training perplexity per epoch (the held-in slice is as long as the
-    validation text scored, from the start of the training stream), test perplexity at the end."""
+    """One LM run: validation perplexity per epoch; at the end, test perplexity and the perplexity of a held-in slice
+    of the training text (as long as the validation text scored, from the start of the training stream)."""
     k = t.knobs
     torch.manual_seed(t.seed)
     train = batchify(corpus.train[: int(k["ptb_fraction"] * corpus.train.numel())], k["ptb_batch"])
@@ -232,7 +232,7 @@ def _train_ptb(t: Task, corpus) -> dict:
     rows = train_lm(model, train, valid, k["ptb_epochs"], torch.Generator().manual_seed(t.seed), lr=k["ptb_lr"],
                     clip=k["ptb_clip"], bptt=k["bptt"], decay_after=k["ptb_decay_after"], optimizer=k["ptb_optimizer"],
                     held_in=held_in, schedule=k["ptb_schedule"])
-    curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"], "train_metric": r["train_ppl"]} for r in rows]
+    curve = [{"epoch": r["epoch"], "metric": r["valid_ppl"]} for r in rows]
     return {"curve": curve, "valid": rows[-1]["valid_ppl"], "held_in": rows[-1]["train_ppl"],
             "test": perplexity(model, batchify(head(corpus.test, k["ptb_test_tokens"]), 10), k["bptt"])}
 
@@ -254,7 +254,7 @@ def _train_conll(t: Task, data) -> dict:
     rows = train_tagger(model, train, dev, index, tags, k["conll_epochs"], torch.Generator().manual_seed(t.seed),
                         batch_size=k["conll_batch"], lr=k["conll_lr"], pool=k["conll_pool"],
                         schedule=k["conll_schedule"], lower=lower)
-    curve = [{"epoch": r["epoch"], "metric": r["dev_f1"], "train_metric": float("nan")} for r in rows]
+    curve = [{"epoch": r["epoch"], "metric": r["dev_f1"]} for r in rows]
     return {"curve": curve, "valid": rows[-1]["dev_f1"], "held_in": float("nan"),
             "test": span_f1(test.tags, tag(model, test.words, index, tags, lower=lower))["f1"]}
 
@@ -293,10 +293,9 @@ def accuracy_runs(settings, workers: int | None = None) -> tuple[pd.DataFrame, p
 
     ``results`` has one row per run: task, mode, seed, the final validation metric, the test metric
     (perplexity for PTB, span F1 in % for CoNLL-2003) and, for PTB, the final perplexity on a held-in slice of
-    the training text (``held_in``); ``curves`` the validation metric per epoch (``metric``; ``train_metric`` the
-    held-in one). The modes are ``settings.modes`` (:func:`check_modes`): the control without dropout and the
-    dropout modes. Cached under ``data/cache/structured_dropout``, keyed by the seed and the knobs in
-    :data:`ACCURACY_KNOBS`
+    the training text (``held_in``); ``curves`` the validation metric per epoch (``metric``). The modes are
+    ``settings.modes`` (:func:`check_modes`): the control without dropout and the dropout modes. Cached under
+    ``data/cache/structured_dropout``, keyed by the seed and the knobs in :data:`ACCURACY_KNOBS`
     """
     check_device(settings.device)
     check_modes(settings.modes)

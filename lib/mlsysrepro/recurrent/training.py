@@ -60,9 +60,9 @@ def train_lm(model: WordLM, train: torch.Tensor, valid: torch.Tensor, epochs: in
     ``max_grad_norm``, then ``paramx:add(paramdx:mul(-params.lr))``): their ``lr = 1`` is a step on that sum, 35
     times the step the per-token mean would take. ``optimizer="adam"`` swaps SGD for Adam on the per-token mean (Adam
     is invariant to the loss's scale), and ``schedule="linear"`` lowers the rate linearly from ``lr`` to 0 over the
-    run's steps (what a run of a few epochs gains most from). Each epoch's row has the validation perplexity and,
-    with ``held_in`` (a batchified slice of the training stream), the same perplexity on text the model trained on
-    (``train_ppl``): how far apart the two are is how much it overfits."""
+    run's steps (what a run of a few epochs gains most from). Each epoch's row has the validation perplexity; with
+    ``held_in`` (a batchified slice of the training stream) the last row also has the same perplexity on text the
+    model trained on (``train_ppl``, scored once, at the end): how far apart the two are is how much it overfits."""
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {sorted(OPTIMIZERS)}, got {optimizer!r}")
     if schedule not in SCHEDULES:
@@ -87,8 +87,9 @@ def train_lm(model: WordLM, train: torch.Tensor, valid: torch.Tensor, epochs: in
             optimizer.step()
             done += 1
         seconds = time.perf_counter() - start
-        rows.append({"epoch": epoch, "valid_ppl": perplexity(model, valid, bptt), "seconds": seconds,
-                     **({} if held_in is None else {"train_ppl": perplexity(model, held_in, bptt)})})
+        rows.append({"epoch": epoch, "valid_ppl": perplexity(model, valid, bptt), "seconds": seconds})
+        if held_in is not None and epoch == epochs:
+            rows[-1]["train_ppl"] = perplexity(model, held_in, bptt)
         if schedule == "step" and epoch >= decay_after:
             for group in optimizer.param_groups:
                 group["lr"] /= decay
