@@ -47,6 +47,19 @@ def test_sgd_steps_on_the_window_summed_loss_and_the_linear_schedule_ends_at_zer
         train_lm(model, stream, stream, 1, torch.Generator(), schedule="cosine")
 
 
+def test_scoring_held_in_text_leaves_the_trained_model_unchanged():
+    """The overfit gap's held-in score must not move training (no random numbers drawn, no state left behind), so a
+    run with it trains the same weights as one without."""
+    stream = batchify(torch.randint(0, 30, (4000,), generator=torch.Generator().manual_seed(1)), 4)
+    trained = []
+    for held_in in (None, stream[:40]):
+        torch.manual_seed(0)
+        model = WordLM(30, 16, 2, p=0.3, mode="structured", kernel="dense", cutoffs=(10,), fused=True)
+        rows = train_lm(model, stream, stream[:80], 3, torch.Generator().manual_seed(0), bptt=10, held_in=held_in)
+        trained.append((torch.cat([w.flatten() for w in model.parameters()]), [r["valid_ppl"] for r in rows]))
+    assert torch.equal(trained[0][0], trained[1][0]) and trained[0][1] == trained[1][1]
+
+
 def test_an_adaptive_softmax_language_model_learns_and_reports_held_in_perplexity():
     torch.manual_seed(0)
     stream = batchify(torch.arange(8).repeat(200), 4)
