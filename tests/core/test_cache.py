@@ -8,7 +8,7 @@ import torch
 
 from mlsysrepro.core import cached, resolve
 from mlsysrepro.core import cache as cache_module
-from mlsysrepro.core.cache import cache_path, decode, encode, read_entry, source_hash
+from mlsysrepro.core.cache import cache_path, cached_parts, decode, encode, read_entry, source_hash
 
 PRESETS = {"smoke": dict(n=1, workers=1), "default": dict(n=2, workers=2), "paper": dict(n=3, workers=4)}
 
@@ -229,3 +229,46 @@ def test_the_code_hash_follows_the_modules_a_producer_imports(tmp_path, monkeypa
     assert fresh() == after_template  # a drawing module computes nothing a cache holds
     (package / "core" / "progress.py").write_text((package / "core" / "progress.py").read_text() + "\n# edit\n")
     assert fresh() != after_template  # the template imports core.progress
+
+
+def test_a_sweep_keeps_each_part_it_finished_and_computes_only_the_others_next_time():
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 31})
+    asked = []
+
+    def sweep(fail_at=None):
+        def compute(missing):
+            asked.append(list(missing))
+            for i in missing:
+                if i == fail_at:
+                    raise RuntimeError("killed half-way")
+                yield {"part": torch.tensor(float(10 * i))}
+        return compute
+
+    with pytest.raises(RuntimeError, match="killed half-way"):
+        cached_parts("sweep", settings, sweep(fail_at=2), 4, knobs=["n"])
+    values = cached_parts("sweep", settings, sweep(), 4, knobs=["n"])
+    assert asked == [[0, 1, 2, 3], [2, 3]]  # parts 0 and 1 were kept from the run that stopped
+    assert [v["part"].item() for v in values] == [0.0, 10.0, 20.0, 30.0]
+    assert cached_parts("sweep", settings, sweep(), 4, knobs=["n"]) == values and len(asked) == 2
+    folder = cache_path("sweep", settings, ["n"]).parent
+    assert len(list(folder.glob(cache_path("sweep", settings, ["n"]).stem + "-*of4.pt"))) == 4
+
+
+def test_a_sweep_that_reads_a_knob_its_key_omits_leaves_no_part_behind(monkeypatch):
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 32})
+
+    def compute(missing):
+        for i in missing:
+            yield {"part": torch.tensor(float(settings.n if i == 2 else i))}  # part 2 reads n
+
+    monkeypatch.setenv("MLSYSREPRO_STRICT_KEYS", "1")
+    with pytest.raises(cache_module.IncompleteKey, match="'sweep'"):
+        cached_parts("sweep", settings, compute, 3, knobs=[])
+    stem = cache_path("sweep", settings, []).stem
+    assert not list(cache_path("sweep", settings, []).parent.glob(stem + "-*")), "parts 0 and 1 must go too"
+
+
+def test_a_sweep_that_yields_too_few_parts_is_an_error():
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 33})
+    with pytest.raises(RuntimeError, match="yielded 1 parts for the 2 asked for"):
+        cached_parts("short", settings, lambda missing: iter([{"part": torch.zeros(1)}]), 2, knobs=["n"])

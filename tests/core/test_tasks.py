@@ -52,6 +52,41 @@ def test_cached_map_is_keyed_by_its_knobs_only(tmp_path):
     assert again == first and prepared == [1]  # the second call loaded: `workers` is not a knob of the results
 
 
+#: The tasks that fail in this process (a stand-in for a run killed half-way), and the tasks computed.
+FAILING: set[int] = set()
+COMPUTED: list[int] = []
+
+
+def fails_where_asked(seed):
+    COMPUTED.append(seed)
+    if seed in FAILING:
+        raise RuntimeError(f"task {seed} was killed")
+    return seeded_sum(seed)[1]
+
+
+def test_cached_map_keeps_the_tasks_a_failed_run_finished():
+    settings = resolve("tasks_test", PRESETS, {"scale": "smoke", "seed": 5})
+    FAILING.add(2)
+    try:
+        with TaskRunner(1) as runner, pytest.raises(RuntimeError, match="task 2 was killed"):
+            runner.cached_map("kept", settings, fails_where_asked, range(4), knobs=["n"])
+    finally:
+        FAILING.clear()
+    assert COMPUTED == [0, 1, 2]
+    with TaskRunner(1) as runner:
+        results = runner.cached_map("kept", settings, fails_where_asked, range(4), knobs=["n"])
+        assert runner.cached_map("kept", settings, fails_where_asked, range(4), knobs=["n"]) == results
+    assert COMPUTED == [0, 1, 2, 2, 3], "the rerun computes the task that failed and the one never reached, only"
+    assert results == [seeded_sum(s)[1] for s in range(4)]
+
+
+def test_imap_gives_each_result_in_order_before_the_last_is_done():
+    with TaskRunner(2) as runner:
+        results = runner.imap(seeded_sum, range(4))
+        assert next(results)[1] == seeded_sum(0)[1]
+        assert [r[1] for r in results] == [seeded_sum(s)[1] for s in range(1, 4)]
+
+
 def test_the_ray_backend_runs_the_same_tasks():
     ray = pytest.importorskip("ray")
     try:

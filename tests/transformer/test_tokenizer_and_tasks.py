@@ -1,12 +1,14 @@
 """Tokenizers round-trip and merge what they should; retrieval sequences hold the records their queries ask for;
 the training loss weights answers."""
 
+from collections import Counter
+
 import pytest
 import torch
 
 from mlsysrepro.transformer.retrieval import (KEY_DIGITS, RECORD_LEN, TASK_ALPHABET, VALUE_DIGITS, retrieval_batch,
                                               text_windows)
-from mlsysrepro.transformer.tokenizer import BPETokenizer, CharTokenizer
+from mlsysrepro.transformer.tokenizer import _WORD, BPETokenizer, CharTokenizer, _merge
 
 TEXT = "the cat sat on the mat. the hat? that cat!\n" * 20
 
@@ -31,6 +33,40 @@ def test_bpe_merges_the_most_frequent_pair_first_and_never_merges_digits():
     assert len(ids) < len(sample)  # merges shorten text
     digits = tok.encode("{321:9876}")
     assert len(digits) == RECORD_LEN
+
+
+def merges_by_recounting(text, vocab_size):
+    """BPE by its definition: recount every adjacent pair inside words before each merge; ties go to the pair seen
+    first in that count (the first word holding it, then its place there)."""
+    words = Counter(_WORD.findall(text))
+    pieces = {word: list(word) for word in words}
+    merges, budget = [], vocab_size - len(set(text))
+    while len(merges) < budget:
+        pairs = Counter()
+        for word, count in words.items():
+            for pair in zip(pieces[word], pieces[word][1:]):
+                pairs[pair] += count
+        if not pairs or max(pairs.values()) < 2:
+            break
+        merges.append(max(pairs, key=pairs.get))  # the first pair of the highest count, in insertion order
+        pieces = {word: _merge(p, merges[-1]) for word, p in pieces.items()}
+    return merges
+
+
+@pytest.mark.parametrize("text, vocab_size", [
+    (TEXT, 60),  # runs until no pair repeats
+    ("aaaa bbbb abab baba aabb bbaa " * 3 + "ab ba", 40),  # a word that holds a pair twice; many ties
+    ("the then there thereof other another " * 2 + "x" * 7, 50),
+])
+def test_bpe_keeps_its_pair_counts_up_to_date_and_merges_as_if_it_recounted(text, vocab_size):
+    assert BPETokenizer.train(text, vocab_size).merges == merges_by_recounting(text, vocab_size)
+
+
+def test_bpe_encodes_a_text_as_its_words_segmented_one_by_one():
+    tok = BPETokenizer.train(TEXT, vocab_size=50)
+    text = "the cat that sat. the mat hat?"
+    one_by_one = [i for word in _WORD.findall(text) for i in tok.encode(word).tolist()]
+    assert tok.encode(text).tolist() == one_by_one and tok.decode(tok.encode(text)) == text
 
 
 def test_bpe_vocab_smaller_than_the_alphabet_is_rejected():

@@ -19,6 +19,8 @@ hash is checked and the payload loaded with ``torch.load(weights_only=True)`` --
 a pickled object that could run code; data frames are stored as their columns (:func:`encode`). An entry that
 fails either check is recomputed, with a warning that names the file. An entry that cannot be written (a read-only
 ``data/``, a full disk) costs the next run a recomputation, never this run its result: one warning names the file.
+A sweep of independent runs is cached one entry per run (:func:`cached_parts`), each written as it finishes, so a
+run that stops half-way keeps what it finished.
 """
 
 from __future__ import annotations
@@ -276,6 +278,45 @@ def _keep_unwritten(path: Path, error: OSError) -> None:
                       f"one will compute them again (further entries that fail are not reported)", stacklevel=3)
 
 
+def _read_if_usable(path: Path, settings: Settings) -> tuple[bool, Any]:
+    """(True, the value stored at ``path``) when it may be served (``settings.use_cache``, or an entry this process
+    recomputed) and verifies; (False, None) otherwise, with a warning naming an entry that fails its checks."""
+    if (settings.use_cache or path in _WRITTEN) and path.exists():
+        try:
+            return True, read_entry(path)
+        except (CorruptEntry, OSError) as error:
+            warnings.warn(f"cache entry {path} is not usable ({error}); recomputing it", stacklevel=3)
+    return False, None
+
+
+def _unkeyed_reads(name: str, settings: Settings, reads: set[str], knobs: Iterable[str]) -> str | None:
+    """The message for a computation that read knobs its key omits (None when it read none)."""
+    unkeyed = sorted(reads - set(knobs) - UNKEYED_KNOBS)
+    if not unkeyed:
+        return None
+    return (f"cached computation {name!r} of {settings.paper} read the knobs {unkeyed}, which its key omits "
+            f"(knobs={sorted(set(knobs))}): an entry keyed without them would be served after they change. "
+            "Add them to its knobs=.")
+
+
+def _refuse(message: str) -> None:
+    """Raise :class:`IncompleteKey` where ``MLSYSREPRO_STRICT_KEYS`` is set; warn otherwise."""
+    if os.environ.get(STRICT_KEYS_ENV):
+        raise IncompleteKey(message)
+    warnings.warn(message + " Its result is used by this run and not cached.", stacklevel=3)
+
+
+def _store(path: Path, value: Any, settings: Settings) -> None:
+    """Write one entry (an unwritable cache costs the next run, not this one: :func:`_keep_unwritten`)."""
+    try:
+        write_entry(path, value)
+    except OSError as error:
+        _keep_unwritten(path, error)
+        return
+    if not settings.use_cache:
+        _WRITTEN.add(path)
+
+
 def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: Iterable[str],
            source: str | None = None) -> Any:
     """Return ``compute()``, loading it from the cache when a verified entry for this seed, these ``knobs`` and
@@ -290,27 +331,58 @@ def cached(name: str, settings: Settings, compute: Callable[[], Any], *, knobs: 
     dicts of them. With ``settings.use_cache`` false the entry is recomputed and overwritten, once per process.
     """
     path = cache_path(name, settings, knobs, source or compute.__module__)
-    if (settings.use_cache or path in _WRITTEN) and path.exists():
-        try:
-            return read_entry(path)
-        except (CorruptEntry, OSError) as error:
-            warnings.warn(f"cache entry {path} is not usable ({error}); recomputing it", stacklevel=2)
+    found, value = _read_if_usable(path, settings)
+    if found:
+        return value
     with recording_reads() as reads:
         value = compute()
-    unkeyed = sorted(reads - set(knobs) - UNKEYED_KNOBS)
-    if unkeyed:
-        message = (f"cached computation {name!r} of {settings.paper} read the knobs {unkeyed}, which its key omits "
-                   f"(knobs={sorted(set(knobs))}): an entry keyed without them would be served after they change. "
-                   "Add them to its knobs=.")
-        if os.environ.get(STRICT_KEYS_ENV):
-            raise IncompleteKey(message)
-        warnings.warn(message + " Its result is used by this run and not cached.", stacklevel=2)
+    message = _unkeyed_reads(name, settings, reads, knobs)
+    if message:
+        _refuse(message)
         return value
-    try:
-        write_entry(path, value)
-    except OSError as error:
-        _keep_unwritten(path, error)
-        return value
-    if not settings.use_cache:
-        _WRITTEN.add(path)
+    _store(path, value, settings)
     return value
+
+
+def cached_parts(name: str, settings: Settings, compute: Callable[[list[int]], Iterable[Any]], count: int, *,
+                 knobs: Iterable[str], source: str | None = None) -> list[Any]:
+    """:func:`cached` for a value made of ``count`` independent parts (the runs of a sweep), one entry per part,
+    ``<name>-<key>-<i>of<count>.pt``, each written as soon as it is computed: a run that stops half-way (a crash,
+    a timeout, an interrupt) keeps the parts it finished, and the next one computes only the others.
+
+    ``compute(missing)`` yields the values of the parts whose entries are missing (their indices, ascending), in
+    that order. The parts share the key of the whole (the seed, ``knobs`` and the code of ``source``), so the
+    parts themselves must follow from those alone, as the value of :func:`cached` must. A computation found to read
+    a knob its key omits writes nothing, and removes the parts it had already written in this call."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    whole = cache_path(name, settings, knobs, source or compute.__module__)
+    paths = [whole.with_name(f"{whole.stem}-{i}of{count}.pt") for i in range(count)]
+    values: list[Any] = [None] * count
+    missing = []
+    for i, path in enumerate(paths):
+        found, values[i] = _read_if_usable(path, settings)
+        if not found:
+            missing.append(i)
+    if not missing:
+        return values
+    written, message, computed = [], None, 0
+    try:
+        with recording_reads() as reads:
+            for i, value in zip(missing, compute(missing)):
+                values[i], computed = value, computed + 1
+                message = message or _unkeyed_reads(name, settings, reads, knobs)
+                if message is None:
+                    _store(paths[i], value, settings)
+                    written.append(paths[i])
+    finally:
+        if message:  # nothing of a computation keyed without a knob it read outlives it
+            for path in written:
+                path.unlink(missing_ok=True)
+                _WRITTEN.discard(path)
+    if computed != len(missing):
+        raise RuntimeError(f"cached computation {name!r} of {settings.paper} yielded {computed} parts for the "
+                           f"{len(missing)} asked for")
+    if message:
+        _refuse(message)
+    return values

@@ -17,10 +17,13 @@ them), die with the process that started them (:func:`mlsysrepro.core.orphans.di
 progress bars.
 
 :meth:`TaskRunner.cached_map` is the map cached under a name with the explicit list of knobs the results depend
-on (:func:`mlsysrepro.core.cache.cached`)::
+on (:func:`mlsysrepro.core.cache.cached_parts`)::
 
     runner = TaskRunner(workers=2)
     results = runner.cached_map("accuracy_runs", settings, train_one, tasks, knobs=ACCURACY_KNOBS)
+
+Each task's result is its own cache entry, written as soon as it is done, so a sweep that stops half-way (a
+crash, a timeout) keeps the runs it finished.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ from contextlib import contextmanager
 from multiprocessing import get_context
 from typing import Any, Callable, Iterable, Iterator
 
-from .cache import cached
+from .cache import cached_parts
 from .orphans import die_with_parent
 from .progress import progress
 from .settings import Settings
@@ -90,21 +93,32 @@ class TaskRunner:
 
     def map(self, fn: Callable[[Any], Any], tasks: Iterable[Any], desc: str = "tasks") -> list[Any]:
         """``[fn(task) for task in tasks]``, in the tasks' order; ``fn`` must be a module-level function."""
+        return list(self.imap(fn, tasks, desc))
+
+    def imap(self, fn: Callable[[Any], Any], tasks: Iterable[Any], desc: str = "tasks") -> Iterator[Any]:
+        """:meth:`map` as an iterator: each result as soon as it and those before it are done (every task is
+        submitted at once, so the workers never wait for the reader)."""
         tasks = list(tasks)
         if not tasks:
-            return []
+            return iter(())
         if self.backend == "ray":
-            return self._map_ray(fn, tasks, desc)
+            return self._imap_ray(fn, tasks, desc)
         if self.workers == 1:
-            with one_thread():
-                return [fn(task) for task in progress(tasks, desc)]
+            return self._imap_here(fn, tasks, desc)
         if self._pool is None:
             self._pool = ProcessPoolExecutor(self.workers, get_context("spawn"), initializer=_start_local_worker,
                                              initargs=(os.getpid(),))
             weakref.finalize(self, self._pool.shutdown)
-        return list(progress(self._pool.map(fn, tasks), desc, total=len(tasks)))
+        return iter(progress(self._pool.map(fn, tasks), desc, total=len(tasks)))
 
-    def _map_ray(self, fn, tasks, desc):
+    @staticmethod
+    def _imap_here(fn, tasks, desc):
+        for task in progress(tasks, desc):
+            with one_thread():  # given back between tasks: the reader runs with the process's own threads
+                result = fn(task)
+            yield result
+
+    def _imap_ray(self, fn, tasks, desc):
         import ray
 
         if not ray.is_initialized():
@@ -112,21 +126,23 @@ class TaskRunner:
                      include_dashboard=False, log_to_driver=False)
         remote = ray.remote(num_cpus=1)(_in_one_thread)
         refs = [remote.remote(fn, task) for task in tasks]
-        return [ray.get(ref) for ref in progress(refs, desc)]
+        return (ray.get(ref) for ref in progress(refs, desc))
 
     def cached_map(self, name: str, settings: Settings, fn: Callable[[Any], Any], tasks: Iterable[Any], *,
                    knobs: Iterable[str], desc: str = "tasks", prepare: Callable[[], Any] | None = None) -> list[Any]:
         """:meth:`map`, cached as ``name`` by the seed, ``knobs`` (every knob the results depend on) and the code
-        of ``fn``'s module (:func:`mlsysrepro.core.cache.cached`). ``prepare`` runs first, in this process, when the
-        results are computed (fetch the data here, so that the workers never write it at once)."""
+        of ``fn``'s module, one entry per task written as soon as it is done
+        (:func:`mlsysrepro.core.cache.cached_parts`): a run that stops half-way keeps the tasks it finished, and
+        the next one runs only the others. ``prepare`` runs first, in this process, when any task is computed
+        (fetch the data here, so that the workers never write it at once)."""
         tasks = list(tasks)
 
-        def compute():
+        def compute(missing: list[int]) -> Iterator[Any]:
             if prepare is not None:
                 prepare()
-            return self.map(fn, tasks, desc)
+            return self.imap(fn, [tasks[i] for i in missing], desc)
 
-        return cached(name, settings, compute, knobs=knobs, source=fn.__module__)
+        return cached_parts(name, settings, compute, len(tasks), knobs=knobs, source=fn.__module__)
 
     def close(self) -> None:
         """Stop the local workers (a later :meth:`map` starts new ones)."""

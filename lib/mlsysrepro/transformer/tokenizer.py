@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import chain
 
 import numpy as np
 import torch
@@ -57,22 +58,7 @@ class BPETokenizer:
         base = "".join(sorted(set(text) | set(alphabet)))
         if vocab_size < len(base):
             raise ValueError(f"vocab_size ({vocab_size}) must be at least the alphabet's size ({len(base)})")
-        words = Counter(_WORD.findall(text))
-        pieces = {w: list(w) for w in words}
-        merges: list[tuple[str, str]] = []
-        while len(base) + len(merges) < vocab_size:
-            pairs: Counter = Counter()
-            for w, count in words.items():
-                p = pieces[w]
-                for a, b in zip(p, p[1:]):
-                    pairs[a, b] += count
-            if not pairs or pairs.most_common(1)[0][1] < 2:
-                break
-            best = pairs.most_common(1)[0][0]
-            merges.append(best)
-            for w in words:
-                pieces[w] = _merge(pieces[w], best)
-        return cls(base, merges)
+        return cls(base, _learn_merges(Counter(_WORD.findall(text)), vocab_size - len(base)))
 
     @property
     def vocab_size(self) -> int:
@@ -92,10 +78,63 @@ class BPETokenizer:
         return self._memo[word]
 
     def encode(self, text: str) -> torch.Tensor:
-        return torch.tensor([i for w in _WORD.findall(text) for i in self._encode_word(w)], dtype=torch.long)
+        words = _WORD.findall(text)
+        for word in set(words).difference(self._memo):  # each distinct word segmented once
+            self._encode_word(word)
+        return torch.tensor(list(chain.from_iterable(map(self._memo.__getitem__, words))), dtype=torch.long)
 
     def decode(self, ids) -> str:
         return "".join(self.tokens[i] for i in torch.as_tensor(ids).tolist())
+
+
+def _pairs(pieces: list[str]) -> Counter:
+    """How often each adjacent pair occurs in one word's pieces."""
+    return Counter(zip(pieces, pieces[1:]))
+
+
+def _learn_merges(words: Counter, budget: int) -> list[tuple[str, str]]:
+    """Up to ``budget`` merges, each of the most frequent adjacent pair over ``words`` (word -> count), ties broken
+    by the pair's first occurrence (the first word, in ``words``' order, that holds it, then its place there),
+    stopping when no pair occurs twice.
+
+    The pair counts are kept up to date rather than recounted: a merge changes only the words that hold the merged
+    pair, so only their pairs are subtracted and added back, found through an index from each pair to the words
+    holding it (the incremental statistics of subword-nmt's ``learn_bpe.py``, ``update_pair_statistics``). The
+    merges are those of recounting every pair before each merge, in the same order."""
+    pieces = [list(word) for word in words]
+    counts = list(words.values())
+    frequency: Counter = Counter()
+    holders: dict[tuple[str, str], set[int]] = {}
+    for index, (piece, count) in enumerate(zip(pieces, counts)):
+        for pair, times in _pairs(piece).items():
+            frequency[pair] += times * count
+            holders.setdefault(pair, set()).add(index)
+
+    def first_occurrence(pair: tuple[str, str]) -> tuple[int, int]:
+        index = min(holders[pair])
+        piece = pieces[index]
+        return index, next(i for i in range(len(piece) - 1) if (piece[i], piece[i + 1]) == pair)
+
+    merges: list[tuple[str, str]] = []
+    while len(merges) < budget and frequency:
+        top = max(frequency.values())
+        if top < 2:
+            break
+        best = min((pair for pair, f in frequency.items() if f == top), key=first_occurrence)
+        merges.append(best)
+        for index in sorted(holders[best]):
+            before = _pairs(pieces[index])
+            pieces[index] = _merge(pieces[index], best)
+            after = _pairs(pieces[index])
+            for pair in before.keys() | after.keys():
+                frequency[pair] += (after[pair] - before[pair]) * counts[index]
+                if not frequency[pair]:
+                    del frequency[pair]
+                if pair in after:
+                    holders.setdefault(pair, set()).add(index)
+                else:
+                    holders[pair].discard(index)
+    return merges
 
 
 def _merge(pieces: list[str], pair: tuple[str, str]) -> list[str]:
