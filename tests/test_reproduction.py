@@ -168,6 +168,25 @@ def test_a_notebook_receives_each_finding_in_its_tagged_cell():
         reproduction.notebook_with_generated_cells(nbformat.writes(nb), {"paper": "toy", "findings": {}, "timings": {}})
 
 
+def test_a_finding_puts_its_section_time_beside_the_whole_notebooks():
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("stale", metadata={"tags": ["finding:fig2"]})])
+    results = {"paper": "toy", "findings": {"fig2": "slope -0.98"}, "timings": {"section_seconds": [["fig2", 4.0]]}}
+    cached = {"cold": {"seconds": 7867.0}, "warm": {"seconds": 560.0}}
+    out = nbformat.reads(reproduction.notebook_with_generated_cells(nbformat.writes(nb), results, cached),
+                         as_version=4)
+    # a section that took 4 s from the cache is not read as 4 s of training
+    assert out.cells[0].source.endswith("took 4 s; running the cell above recomputes it. The whole notebook takes "
+                                        "131 min from an empty cache and 9 min with it full (the README's runtime "
+                                        "table).*")
+    assert reproduction.whole_run_time({"cold": {"seconds": 61.0}, "warm": {"seconds": 60.0}}) == \
+        " The whole notebook takes 61 s (the README's runtime table)."
+    assert reproduction.whole_run_time({"warm": {"seconds": 600.0}}) == \
+        " The whole notebook takes 10 min (the README's runtime table)."
+    assert reproduction.whole_run_time({}) == ""
+
+
 def test_a_notebook_receives_each_shown_table_in_its_tagged_cell():
     import nbformat
 

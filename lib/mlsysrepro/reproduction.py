@@ -345,15 +345,37 @@ def listing_markdown(dotted: str) -> str:
             "```python\n" + textwrap.dedent("".join(lines)).rstrip() + "\n```")
 
 
-def notebook_with_generated_cells(notebook: str, results: dict | None) -> str:
+def whole_run_time(times: dict) -> str:
+    """The sentence that puts a section's time beside the whole notebook's, from its entry in
+    ``figures/runtimes.json`` (``{"cold" | "warm": {"seconds", ...}}``): a section that read its results from the
+    cache took seconds in the committed run, and a reader must not take that for the time to compute them. Empty
+    when the notebook was never timed."""
+    seconds = {kind: times[kind]["seconds"] for kind in runtimes.KINDS if kind in times}
+    if not seconds:
+        return ""
+
+    def duration(value: float) -> str:
+        return f"{value:.0f} s" if value < 90 else f"{value / 60:.0f} min"
+
+    if len(seconds) == 2 and seconds["cold"] > 1.2 * seconds["warm"]:
+        return (f" The whole notebook takes {duration(seconds['cold'])} from an empty cache and "
+                f"{duration(seconds['warm'])} with it full (the README's runtime table).")
+    return f" The whole notebook takes {duration(max(seconds.values()))} (the README's runtime table)."
+
+
+def notebook_with_generated_cells(notebook: str, results: dict | None, times: dict | None = None) -> str:
     """``notebook`` (its JSON text) with every markdown cell tagged ``listing:<function>`` set to that function's
     listing and, given the committed ``results``, every one tagged ``finding:<key>`` set to the run's finding
-    ``key`` and the section's runtime and every one tagged ``table:<key>`` to the table the run showed under ``key``;
-    a tagged cell whose finding or table the run did not record raises ValueError."""
+    ``key``, the section's runtime and the whole notebook's (:func:`whole_run_time` of ``times``, by default the
+    paper's entry in ``figures/runtimes.json``), and every one tagged ``table:<key>`` to the table the run showed
+    under ``key``; a tagged cell whose finding or table the run did not record raises ValueError."""
     nb = nbformat.reads(notebook, as_version=4)
     findings = all_findings(results) if results else {}
     tables = all_tables(results) if results else {}
     seconds = dict(results.get("timings", {}).get("section_seconds", [])) if results else {}
+    if times is None:
+        times = runtimes.load().get(results["paper"], {}) if results else {}
+    whole = whole_run_time(times)
     for cell in nb.cells:
         if _tagged(cell, LISTING_TAG):
             cell.source = listing_markdown(_tagged(cell, LISTING_TAG))
@@ -371,7 +393,7 @@ def notebook_with_generated_cells(notebook: str, results: dict | None) -> str:
             raise ValueError(f"cell tagged {FINDING_TAG}{key} has no finding {key!r} in {results['paper']}'s "
                              f"results.json; recorded: {sorted(findings)}")
         cell.source = (findings[key] + f"\n\n*From the committed `default` run, where this section took "
-                       f"{seconds.get(key, float('nan')):.0f} s; running the cell above recomputes it.*")
+                       f"{seconds.get(key, float('nan')):.0f} s; running the cell above recomputes it.{whole}*")
     return nbformat.writes(nb) + "\n"
 
 
