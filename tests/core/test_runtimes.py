@@ -4,6 +4,7 @@ import datetime
 import json
 
 import pytest
+import torch
 
 from mlsysrepro import runner
 from mlsysrepro.core import paths, runtimes
@@ -55,9 +56,11 @@ def test_the_table_totals_what_was_measured_and_counts_what_was_not(runtimes_fil
     runtimes.record("a", 600.0, cold=True, jobs=1, date=day)
     runtimes.record("b", 1200.0, cold=True, jobs=2, date=day)
     runtimes.record("a", 60.0, cold=False, jobs=1, date=day)
+    kernels = json.loads(runtimes_file.read_text())["a"]["cold"]["kernels"]
+    assert kernels == torch.backends.cpu.get_cpu_capability()  # which machine: "AVX2" and "AVX512" differ 2x
     table = runtimes.markdown_table(["a", "b"])
-    assert "| `a` | 10.0 min (2026-12-03) | 1.0 min (2026-12-03) |" in table
-    assert "| `b` | 20.0 min (2026-12-03, 2 at once) | not measured |" in table
+    assert f"| `a` | 10.0 min (2026-12-03, {kernels}) | 1.0 min (2026-12-03, {kernels}) |" in table
+    assert f"| `b` | 20.0 min (2026-12-03, {kernels}, 2 at once) | not measured |" in table
     assert "| **all** | **30 min** | **1 min** (1 not measured) |" in table
 
 

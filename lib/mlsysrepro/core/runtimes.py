@@ -4,7 +4,8 @@ The runner (:mod:`mlsysrepro.runner`) records every successful ``default`` run h
 time, cold when the notebook's cache folder (``data/cache/<paper>/``) held nothing when it started, warm when the
 run computed no new entry (:func:`run_kind`; a notebook that caches nothing has one time for both, a run on a
 partly stale cache is neither), how many notebooks ran at once (``--jobs``), the machine's cores, its
-processor and the date. The README's runtime table is generated from this file (:func:`markdown_table`), so the
+processor, the vector instructions torch's CPU kernels use there (``kernels``: two machines that both call themselves
+"AMD EPYC" ran these notebooks 2x apart, one with AVX-512 kernels and one with AVX2) and the date. The README's runtime table is generated from this file (:func:`markdown_table`), so the
 times it shows are measured, never typed. Timings are kept apart from the results: two runs of one seed give the
 same ``results.json`` bytes, never the same times.
 """
@@ -34,7 +35,8 @@ def cache_entries(paper: str) -> frozenset[str]:
 
 
 def load() -> dict[str, dict[str, dict]]:
-    """``{notebook: {"cold" | "warm": {"seconds", "jobs", "cores", "processor", "date"}}}``; empty when none."""
+    """``{notebook: {"cold" | "warm": {"seconds", "jobs", "cores", "processor", "kernels", "date"}}}``; empty when
+    none (an entry recorded before ``kernels`` was has none)."""
     path = runtimes_file()
     return json.loads(path.read_text()) if path.exists() else {}
 
@@ -48,7 +50,7 @@ def record(notebook: str, seconds: float, cold: bool, jobs: int, date: datetime.
     table = load()
     table.setdefault(notebook, {})["cold" if cold else "warm"] = {
         "seconds": round(seconds, 1), "jobs": jobs, "cores": os.cpu_count() or 1,
-        "processor": machine()["cpu"],
+        "processor": machine()["cpu"], "kernels": machine()["cpu kernels"],
         "date": (date or datetime.date.today()).isoformat()}
     path = runtimes_file()
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +82,8 @@ def _cell(entry: dict | None) -> str:
     if entry is None:
         return "not measured"
     minutes = entry["seconds"] / 60
-    side = "" if entry["jobs"] == 1 else f", {entry['jobs']} at once"
+    side = (f", {entry['kernels']}" if "kernels" in entry else "") + \
+        ("" if entry["jobs"] == 1 else f", {entry['jobs']} at once")
     return f"{minutes:.1f} min ({entry['date']}{side})"
 
 
@@ -105,5 +108,7 @@ def markdown_table(notebooks: list[str]) -> str:
     cores = sorted({entry["cores"] for entries in table.values() for entry in entries.values()})
     processors = sorted({entry["processor"] for entries in table.values() for entry in entries.values()})
     if cores:
-        lines += ["", f"Measured on {', '.join(processors)} with {', '.join(map(str, cores))} cores."]
+        lines += ["", f"Measured on {', '.join(processors)} with {', '.join(map(str, cores))} cores; where a cell "
+                  "names them, the vector instructions of torch's CPU kernels (machines with other kernels run at "
+                  "another speed, and their trained models differ in the last bits)."]
     return "\n".join(lines)
