@@ -5,9 +5,10 @@ time, cold when the notebook's cache folder (``data/cache/<paper>/``) held nothi
 run computed no new entry (:func:`run_kind`; a notebook that caches nothing has one time for both, a run on a
 partly stale cache is neither), how many notebooks ran at once (``--jobs``), the machine's cores, its
 processor, the vector instructions torch's CPU kernels use there (``kernels``: two machines that both call themselves
-"AMD EPYC" ran these notebooks 2x apart, one with AVX-512 kernels and one with AVX2) and the date. The README's runtime table is generated from this file (:func:`markdown_table`), so the
-times it shows are measured, never typed. Timings are kept apart from the results: two runs of one seed give the
-same ``results.json`` bytes, never the same times.
+"AMD EPYC" ran these notebooks 2x apart, one with AVX-512 kernels and one with AVX2) and the date. The README's
+runtime table is generated from this file (:func:`markdown_table`), so the times it shows are measured, never typed.
+Timings are kept apart from the results: two runs of one seed give the same ``results.json`` bytes, never the same
+times.
 """
 
 from __future__ import annotations
