@@ -293,3 +293,22 @@ def test_the_slack_never_evicts_protected_entries(model):
         kept = cache.positions[0][0, 0]
         assert sorted(kept[kept >= 0].tolist()) == list(range(max(0, t - 69), t + 1))
     assert cache.slack == [2, 2]
+
+
+def test_decode_timing_in_fresh_processes_gives_one_row_per_cache_with_an_interval_over_the_processes(model):
+    from functools import partial
+
+    from mlsysrepro.kvcache.evaluation import decode_speed, decode_speed_in_processes
+
+    caches = {"full": FullCache, "budget 4": partial(BudgetedCache, torch.full((2, 2), 4), StreamingLLM(sinks=2))}
+    here = decode_speed(model, caches, PREFILL, 4, repeats=2)
+    table = decode_speed_in_processes(model, caches, PREFILL, 4, repeats=2, processes=2)
+    assert list(table.cache) == ["full", "budget 4"] and (table.processes == 2).all()
+    full = table.set_index("cache").loc["full"]
+    assert (full.speedup_vs_full, full.speedup_low, full.speedup_high) == (1.0, 1.0, 1.0)  # its own baseline
+    budget = table.set_index("cache").loc["budget 4"]
+    assert budget.speedup_low <= budget.speedup_vs_full <= budget.speedup_high and budget.tokens_per_s > 0
+    # what the caches hold does not depend on the process that decoded through them
+    assert list(table.held_bytes) == list(here.held_bytes) and list(table.allocated_bytes) == list(here.allocated_bytes)
+    with pytest.raises(ValueError, match="processes must be >= 1"):
+        decode_speed_in_processes(model, caches, PREFILL, 4, processes=0)

@@ -35,7 +35,7 @@ def test_adakv_is_not_paired_with_streamingllm():
 
 def test_evaluation_caches_ignore_the_speed_knobs():
     a = resolve("baklava", baklava.PRESETS, {"scale": "smoke"})
-    b = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "speed_context": 64, "decode_workers": 1})
+    b = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "speed_context": 64, "workers": 1})
     c = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "floor": 2})
     d = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "models": 5})  # model i's evaluations stay valid
 
@@ -94,3 +94,29 @@ def test_the_answer_loss_is_the_log_loss_of_the_answer_digits_read_after_the_que
                                                  reduction="none").mean(1)
     assert full.shape == (3,) and torch.allclose(full, expected, atol=1e-5)
     assert not torch.allclose(small, full)
+
+
+def test_a_model_trains_to_the_same_weights_in_a_worker_as_in_this_process():
+    """Training runs on one thread wherever it runs, so a worker and this process give the same bits, whatever
+    the core count; two seeds give two models, each cached."""
+    from dataclasses import replace
+
+    from mlsysrepro.transformer.retrieval import TASK_ALPHABET
+    from mlsysrepro.transformer.tokenizer import CharTokenizer
+
+    settings = resolve("baklava", baklava.PRESETS, {"scale": "smoke", "use_cache": False, "layers": 1, "dim": 32,
+                                                    "ffn": 64, "length": 128, "curriculum_length": 64, "steps": 3,
+                                                    "curriculum_steps": 2})
+    tokenizer = CharTokenizer("the cat sat on a mat. " + TASK_ALPHABET)
+    train_ids = [tokenizer.encode("the cat sat on a mat. " * 400)]
+    tasks = [baklava.TrainingTask(replace(settings, seed=seed), tokenizer, train_ids) for seed in (0, 1)]
+    with TaskRunner(2) as workers:
+        there = workers.map(baklava._trained, tasks)
+    here = TaskRunner(1).map(baklava._trained, tasks)
+    for a, b in zip(there, here):
+        assert a["losses"] == b["losses"] and len(a["losses"]) == 5
+        assert all(torch.equal(a["state"][name], b["state"][name]) for name in a["state"])
+    assert there[0]["losses"] != there[1]["losses"]
+    # a later run reads them here, without starting workers, unless told not to use the cache
+    assert not baklava._untrained(replace(tasks[0].settings, use_cache=True)) and baklava._untrained(tasks[0].settings)
+    assert baklava._untrained(replace(tasks[0].settings, use_cache=True, seed=2))

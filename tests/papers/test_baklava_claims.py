@@ -123,13 +123,15 @@ def test_c5_is_paired_non_inferiority_with_a_control_that_must_fail():
         == "not testable here"
 
 
-def ablated(importance, answer_cost, model: int = 0) -> pd.DataFrame:
+def ablated(importance, answer_cost, model: int = 0, ppl_cost=None) -> pd.DataFrame:
     """One model's ablation frame over 16 caches (4 layers x 4 KV heads); the costliest cache in answer log-loss
-    also costs the most accuracy."""
+    also costs the most accuracy, and each cache's accuracy cost is its answer cost's share of the largest."""
     answer_cost = np.asarray(answer_cost, dtype=float)
+    ppl_cost = np.linspace(0, 0.1, 16) if ppl_cost is None else np.asarray(ppl_cost, dtype=float)
     return pd.DataFrame({"model": model, "layer": np.arange(16) // 4, "kv_head": np.arange(16) % 4,
-                         "importance": importance, "delta_ppl": np.linspace(0, 0.1, 16),
-                         "delta_retrieval": answer_cost / answer_cost.max() * 0.9, "answer_cost": answer_cost})
+                         "importance": importance, "delta_ppl": ppl_cost * 20,
+                         "delta_retrieval": answer_cost / answer_cost.max() * 0.9, "answer_cost": answer_cost,
+                         "retrieval_cost": answer_cost / answer_cost.max() * 0.9, "ppl_cost": ppl_cost})
 
 
 def test_c6_ranks_the_caches_against_the_ablation_and_needs_a_ground_truth_with_an_order():
@@ -161,19 +163,45 @@ def test_c6_is_rejudged_with_and_without_the_layer_factor():
     frames = [ablated(np.zeros(16), cost, m) for m in range(3)]
     measured = baklava.ranking_claim(frames, [profile] * 3, baklava.full_retrieval(grid({}, {}, models=(0, 1, 2))))
     assert verdict(CLAIMS["C6"], measured)[0] == "holds"
-    (entry,) = robustness(CLAIMS["C6"], measured)
-    assert entry["verdicts"] == {"0": "fails", "1": "holds"} and entry["text"].startswith("depends on layer_exponent")
+    layer_factor, ground_truth = robustness(CLAIMS["C6"], measured)
+    assert layer_factor["verdicts"] == {"0": "fails", "1": "holds"}
+    assert layer_factor["text"].startswith("depends on layer_exponent")
+    assert ground_truth["assumption"] == "ground_truth"  # every ground truth of this frame orders by layer first
+    assert set(ground_truth["verdicts"]) == {"answer_loss", "retrieval", "perplexity"}
 
 
-def test_an_answer_cost_within_its_noise_counts_as_none():
+def test_c6_is_rejudged_against_each_ground_truth_with_its_own_power_check():
+    from mlsysrepro.core.claims import robustness
+
+    graded = np.linspace(0.05, 0.6, 16)
+    # the answers' cost follows the importance; the text's perplexity costs nothing measurable but in one cache
+    frames = [ablated(graded, graded, m, ppl_cost=np.r_[np.zeros(15), 0.02]) for m in range(3)]
+    solves = baklava.full_retrieval(grid({}, {}, models=(0, 1, 2)))
+    measured = baklava.ranking_claim(frames, [flat_profile(graded)] * 3, solves)
+    assert verdict(CLAIMS["C6"], measured)[0] == "holds"
+    entry = {e["assumption"]: e for e in robustness(CLAIMS["C6"], measured)}["ground_truth"]
+    assert entry["verdicts"] == {"answer_loss": "holds", "retrieval": "holds", "perplexity": "not testable here"}
+    assert entry["text"].startswith("depends on ground_truth")
+    with pytest.raises(ValueError, match="truth must be one of"):
+        baklava.ranking_against_ablation(frames, "accuracy")
+
+
+def flat_profile(importance):
+    """A profile whose cache importance (layer factor 1, one query head per KV head) is ``importance``, 4 x 4."""
+    from mlsysrepro.kvcache.profiling import HeadProfile
+
+    return HeadProfile(head=torch.as_tensor(importance, dtype=torch.float32).reshape(4, 4), layer=torch.ones(4))
+
+
+def test_a_cost_within_its_noise_counts_as_none():
     rng = np.random.default_rng(0)
     full = torch.from_numpy(rng.exponential(0.5, 64))
     hurt = full + 0.4 + torch.from_numpy(rng.normal(0, 0.05, 64))  # every query's answer loses about 0.4 nats
     noise = full + torch.from_numpy(rng.normal(0, 0.5, 64))  # no cost: answers move both ways
-    costs = baklava.answer_costs(full, [hurt, noise, full.clone()])
-    assert costs.answer_cost[0] == pytest.approx(costs.delta_answer_nll[0]) and costs.delta_answer_nll_low[0] > 0.3
-    assert costs.delta_answer_nll_low[1] < 0 < costs.delta_answer_nll_high[1] and costs.answer_cost[1] == 0
-    assert costs.answer_cost[2] == 0
+    costs = baklava.ablation_costs(full, [hurt, noise, full.clone()])
+    assert costs.cost[0] == pytest.approx(costs.delta[0]) and costs.low[0] > 0.3
+    assert costs.low[1] < 0 < costs.high[1] and costs.cost[1] == 0
+    assert costs.cost[2] == 0
 
 
 def test_the_paired_difference_redraws_items_within_each_model():
@@ -183,12 +211,17 @@ def test_the_paired_difference_redraws_items_within_each_model():
     assert value == pytest.approx(0.1) and 0.06 < low < 0.1 < high < 0.14  # 40 discordant pairs of 400
 
 
-def test_k1_reads_the_slowest_budget_with_its_interval():
-    speed = pd.DataFrame({"cache": ["full", "baklava 50%", "baklava 90%"], "speedup_vs_full": [1.0, 1.3, 0.9],
-                          "speedup_low": [1.0, 1.2, 0.8], "speedup_high": [1.0, 1.4, 1.1]})
-    measured = baklava.slowest_decode(speed)
-    assert measured.value == 0.9 and measured.interval == (0.8, 1.1)
-    assert verdict(CLAIMS["K1"], measured)[0] == "inconclusive"
+def test_k1_judges_every_budget_with_its_own_interval():
+    def speed(low_50, high_50):
+        return pd.DataFrame({"cache": ["full", "uniform 50%", "baklava 50%", "baklava 90%"],
+                             "speedup_vs_full": [1.0, 0.5, (low_50 + high_50) / 2, 1.3],
+                             "speedup_low": [1.0, 0.4, low_50, 1.2], "speedup_high": [1.0, 0.6, high_50, 1.4]})
+
+    measured = baklava.decode_speedups(speed(0.8, 1.1))
+    assert measured.per_setting == pytest.approx({"baklava 50%": 0.95, "baklava 90%": 1.3})  # uniform: not judged
+    assert verdict(CLAIMS["K1"], measured)[0] == "inconclusive"  # one budget's interval straddles 1
+    assert verdict(CLAIMS["K1"], baklava.decode_speedups(speed(1.01, 1.1)))[0] == "holds"
+    assert verdict(CLAIMS["K1"], baklava.decode_speedups(speed(0.8, 0.95)))[0] == "fails"  # one slower budget
 
 
 def test_c1_to_c3_are_rejudged_under_each_eviction_policy_with_its_own_power_checks():
