@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from mlsysrepro.core import resolve
-from mlsysrepro.core.tasks import TaskRunner
+from mlsysrepro.core.tasks import TaskRunner, in_fresh_processes
 
 
 def seeded_sum(seed):
@@ -35,6 +35,20 @@ def test_an_empty_map_starts_nothing_and_bad_arguments_are_named():
         TaskRunner(0)
     with pytest.raises(ValueError, match=r"backend must be one of \['local', 'ray'\], got 'mpi'"):
         TaskRunner(2, backend="mpi")
+
+
+def test_each_timing_task_runs_alone_in_a_process_of_its_own_with_this_process_threads():
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        results = in_fresh_processes(seeded_sum, range(2))
+    finally:
+        torch.set_num_threads(before)
+    pids = [r[0] for r in results]
+    assert len(set(pids)) == 2 and os.getpid() not in pids  # a new process per task, never this one
+    assert [r[1] for r in results] == [seeded_sum(s)[1] for s in range(2)]  # in the tasks' order
+    assert all(r[2] == 2 for r in results)  # the threads this process had, not a worker's one
+    assert in_fresh_processes(seeded_sum, []) == []
 
 
 PRESETS = {"smoke": dict(n=3, workers=1), "default": dict(n=3, workers=2), "paper": dict(n=3, workers=2)}

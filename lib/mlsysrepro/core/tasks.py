@@ -24,6 +24,10 @@ on (:func:`mlsysrepro.core.cache.cached_parts`)::
 
 Each task's result is its own cache entry, written as soon as it is done, so a sweep that stops half-way (a
 crash, a timeout) keeps the runs it finished.
+
+:func:`in_fresh_processes` is the other map, for timings: each task alone in a process started for it, one after
+another, with this process's torch threads, so that what ran before (a notebook's training, its heap) cannot move
+the times.
 """
 
 from __future__ import annotations
@@ -64,11 +68,11 @@ def one_thread() -> Iterator[None]:
         torch.set_num_threads(before)
 
 
-def _start_local_worker(parent: int) -> None:
+def _start_local_worker(parent: int, threads: int = 1) -> None:
     die_with_parent(parent)
     import torch
 
-    torch.set_num_threads(1)
+    torch.set_num_threads(threads)
     os.environ["MLSYSREPRO_NO_PROGRESS"] = "1"
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -78,6 +82,22 @@ def _in_one_thread(fn: Callable[[Any], Any], task: Any) -> Any:
     os.environ["MLSYSREPRO_NO_PROGRESS"] = "1"
     with one_thread():
         return fn(task)
+
+
+def in_fresh_processes(fn: Callable[[Any], Any], tasks: Iterable[Any], desc: str = "tasks") -> list[Any]:
+    """``[fn(task) for task in tasks]``, each task in a spawned process of its own, one after another, on as many
+    torch threads as this process uses: none inherits this process's memory or history, and none shares the cores
+    with another task. For timings that must not depend on what the notebook ran before them; ``fn`` and the tasks
+    must pickle (module-level functions, no lambdas)."""
+    import torch
+
+    tasks = list(tasks)
+    if not tasks:
+        return []
+    pool = ProcessPoolExecutor(1, get_context("spawn"), initializer=_start_local_worker,
+                               initargs=(os.getpid(), torch.get_num_threads()), max_tasks_per_child=1)
+    with pool:
+        return [pool.submit(fn, task).result() for task in progress(tasks, desc)]
 
 
 class TaskRunner:

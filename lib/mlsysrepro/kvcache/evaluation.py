@@ -20,9 +20,6 @@ Public entry points: :func:`continuation_nll`, :func:`continuation_nlls`, :func:
 from __future__ import annotations
 
 import copy
-import os
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from typing import Callable
 
 import pandas as pd
@@ -30,8 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from ..core.claims import from_samples
-from ..core.orphans import die_with_parent
-from ..core.progress import progress
+from ..core.tasks import in_fresh_processes
 from ..core.timing import interleaved, ratios
 from ..transformer.llama import Llama
 from ..transformer.retrieval import VALUE_DIGITS
@@ -153,35 +149,26 @@ def decode_speed(model: Llama, caches: dict[str, Callable], context: int, tokens
                          for name, cache in decoded.items()])
 
 
-def _fresh_process(parent: int, threads: int) -> None:
-    die_with_parent(parent)
-    torch.set_num_threads(threads)
-
-
 def _decode_speed_task(arguments: tuple) -> pd.DataFrame:
     return decode_speed(*arguments)
 
 
 def decode_speed_in_processes(model: Llama, caches: dict[str, Callable], context: int, tokens: int,
                               repeats: int = 5, processes: int = 3, batch: int = 1) -> pd.DataFrame:
-    """:func:`decode_speed` in ``processes`` fresh processes, one after another (spawned, each for one
-    measurement, with this process's torch threads): none inherits this process's memory or history, and none
-    shares the cores with another. Within one process the rounds' ratios agree closely, yet the process itself
-    moves them: on a 2-core VM the BaKlaVa cache at 50 % compression decoded at 0.93x the full cache's speed, all
-    rounds' interval [0.77, 0.95], in a notebook that had just trained the models, and at 1.08x [1.00, 1.34] in one
-    that read them from the cache. Per cache: the median over the processes of each one's median tokens per second; the mean of their
-    median speed-ups with its Student-t 95 % interval over the processes; the bytes (the same in every process).
-    ``caches`` must pickle (classes, ``functools.partial``; no lambdas). ``processes=1`` is :func:`decode_speed`
-    in this process, with the rounds' interval."""
+    """:func:`decode_speed` in ``processes`` fresh processes, one after another
+    (:func:`mlsysrepro.core.tasks.in_fresh_processes`). Within one process the rounds' ratios agree closely, yet
+    the process itself moves them: on a 2-core VM the BaKlaVa cache at 50 % compression decoded at 0.93x the full
+    cache's speed, all rounds' interval [0.77, 0.95], in a notebook that had just trained the models, and at 1.08x
+    [1.00, 1.34] in one that read them from the cache. Per cache: the median over the processes of each one's
+    median tokens per second; the mean of their median speed-ups with its Student-t 95 % interval over the
+    processes; the bytes (the same in every process). ``caches`` must pickle (classes, ``functools.partial``; no
+    lambdas). ``processes=1`` is :func:`decode_speed` in this process, with the rounds' interval."""
     if processes < 1:
         raise ValueError(f"processes must be >= 1, got {processes}")
     if processes == 1:
         return decode_speed(model, caches, context, tokens, repeats, batch)
-    pool = ProcessPoolExecutor(1, get_context("spawn"), initializer=_fresh_process,
-                               initargs=(os.getpid(), torch.get_num_threads()), max_tasks_per_child=1)
-    with pool:
-        tables = [pool.submit(_decode_speed_task, (model, caches, context, tokens, repeats, batch)).result()
-                  for _ in progress(range(processes), "decode timing, one process each")]
+    tables = in_fresh_processes(_decode_speed_task, [(model, caches, context, tokens, repeats, batch)] * processes,
+                                "decode timing, one process each")
     stacked = pd.concat(tables, keys=range(processes), names=["process", "row"]).reset_index(level="row", drop=True)
     rows = []
     for name, per_process in stacked.groupby("cache", sort=False):

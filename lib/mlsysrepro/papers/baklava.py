@@ -4,8 +4,8 @@ profiles, the budget search, the quality grid, the needle test and the memory / 
 1. :func:`prepare` trains ``models`` Llama-style LMs (one per seed) on WikiText-2 and PTB with a byte-pair
    vocabulary, mixed with retrieval sequences, each in a one-thread worker of the run's
    :class:`mlsysrepro.core.tasks.TaskRunner` (so its weights do not depend on the core count) and cached in
-   ``data/cache/baklava`` by the training knobs and its seed, and builds each one's fixed evaluation data: text windows and retrieval sequences of the calibration and
-   test splits (:class:`Lab`).
+   ``data/cache/baklava`` by the training knobs and its seed, and builds each one's fixed evaluation data: text
+   windows and retrieval sequences of the calibration and test splits (:class:`Lab`).
 2. :func:`profiles` runs BaKlaVa's one-time profiling on several prompt sets; :func:`ablation` measures the ground
    truth (each cache shrunk to ``ablation_budget`` alone: what it costs the calibration text's perplexity, the
    retrieval queries' accuracy and their answers' log-loss, each none where within its noise).
