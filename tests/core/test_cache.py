@@ -44,6 +44,20 @@ def test_a_listed_knob_the_seed_or_the_code_recompute(monkeypatch):
     assert len(calls) == 4
 
 
+def test_a_machine_whose_cpu_kernels_differ_never_reads_the_entry(monkeypatch):
+    calls = []
+    settings = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 41})
+    cached("weights", settings, counting(calls), knobs=["n"])
+    here = cache_module.cpu_kernels()
+    assert here == torch.backends.cpu.get_cpu_capability()
+    monkeypatch.setattr(cache_module, "cpu_kernels", lambda: "AVX512" if here != "AVX512" else "AVX2")
+    cached("weights", settings, counting(calls), knobs=["n"])
+    assert len(calls) == 2
+    monkeypatch.setattr(cache_module, "cpu_kernels", lambda: here)
+    cached("weights", settings, counting(calls), knobs=["n"])  # back on this machine's kernels: its own entry
+    assert len(calls) == 2
+
+
 def test_a_knob_left_out_of_the_list_never_invalidates_the_cache():
     calls = []
     one = resolve("cache_test", PRESETS, {"scale": "smoke", "seed": 14, "workers": 1})
@@ -229,6 +243,26 @@ def test_the_code_hash_follows_the_modules_a_producer_imports(tmp_path, monkeypa
     assert fresh() == after_template  # a drawing module computes nothing a cache holds
     (package / "core" / "progress.py").write_text((package / "core" / "progress.py").read_text() + "\n# edit\n")
     assert fresh() != after_template  # the template imports core.progress
+    after_progress = fresh()
+    (package / "core" / "tasks.py").write_text((package / "core" / "tasks.py").read_text() + "\n# edit\n")
+    assert fresh() != after_progress  # `from ..core import cached`: core's names load lazily, but their code is keyed
+
+
+def test_core_loads_its_names_on_first_use_so_a_worker_never_loads_matplotlib():
+    import subprocess
+    import sys
+
+    probe = ("import sys; import mlsysrepro.core.tasks, mlsysrepro.core.dist, mlsysrepro.core.claims; "
+             "loaded = 'matplotlib' in sys.modules; import mlsysrepro.core.progress; "
+             "from mlsysrepro.core import progress, style, Report; "
+             "print(loaded, callable(progress), 'matplotlib' in sys.modules, Report.__module__)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False", "True", "True", "mlsysrepro.core.claims"]
+    import mlsysrepro.core as core
+
+    assert set(core.__all__) <= set(dir(core)) and all(getattr(core, name) is not None for name in core.__all__)
+    with pytest.raises(AttributeError, match="has no attribute 'plot'"):
+        core.plot
 
 
 def test_a_sweep_keeps_each_part_it_finished_and_computes_only_the_others_next_time():

@@ -453,6 +453,11 @@ def test_an_assumption_grid_says_robust_or_what_the_verdict_depends_on():
     assert entry["text"] == "depends on buffer_mib: holds for 64 MiB; fails for 1, 4 MiB"
     flat = {k: across({"a": 0.5, "b": 0.2, "c": 0.3}) for k in (1, 4, 64)}
     assert robustness(modelled, flat[4].over("buffer_mib", flat))[0]["text"] == "robust over buffer_mib 1–64 MiB"
+    # named values have no ends that stand for the ones between: every one is named
+    truth = Assumption("ground_truth", "loss", ("loss", "accuracy", "perplexity"), source="ours")
+    named = {k: across({"a": 0.5, "b": 0.2, "c": 0.3}) for k in truth.values}
+    assert robustness(claim(min_share=2 / 3, assumptions=(truth,)), named["loss"].over("ground_truth", named))[0][
+        "text"] == "robust over ground_truth loss, accuracy, perplexity"
     with pytest.raises(ValueError, match="not re-measured"):
         robustness(modelled, central)
     with pytest.raises(ValueError, match="measured at"):

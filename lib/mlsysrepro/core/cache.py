@@ -3,9 +3,10 @@
 An artifact is keyed by the run's seed, the values of an explicit list of the knobs it depends on, its name, and
 the **source of the code that computes it**: the module that defines ``compute`` and every module of this package
 it imports, directly or through others (:func:`source_hash`), plus the data registry (``datasets.json``, the
-checksums of every dataset). Editing any of that code or data gives new keys, so no entry outlives the code that
-made it; a change outside it (a notebook, another paper's module, an installed library's version) does not. The
-sources are read at every call, so editing and reloading a module in a live kernel rekeys its entries too. A knob
+checksums of every dataset), and the vector instructions of torch's CPU kernels (:func:`cpu_kernels`: a machine
+with other kernels computes other last bits, so it never reads another's entries). Editing any of that code or data
+gives new keys, so no entry outlives the code that made it; a change outside it (a notebook, another paper's module,
+an installed library's version) does not. The sources are read at every call, so editing and reloading a module in a live kernel rekeys its entries too. A knob
 that does not change the artifact (a worker count) is left out of the list, so changing it never invalidates the
 cache; the knobs a computation reads are recorded while it runs, and one that reads a knob its list omits is not
 cached (the tests make it an error), so a forgotten knob can never serve an old result. ``use_cache=False`` (every notebook's parameter) recomputes and
@@ -121,15 +122,22 @@ def source_hash(module: str | None = None) -> str:
     return digest.hexdigest()
 
 
+def cpu_kernels() -> str:
+    """The vector instructions torch's CPU kernels take on this machine (``"AVX2"``, ``"AVX512"``, ...): part of every
+    key, because machines that differ in them compute different last bits from the same code and seed (BaKlaVa's
+    models trained with AVX2 and with AVX-512 kernels differed, and two verdicts that sat at their thresholds moved)."""
+    return torch.backends.cpu.get_cpu_capability()
+
+
 def cache_key(name: str, settings: Settings, knobs: Iterable[str], source: str | None = None) -> str:
-    """A short stable hash of the paper, the seed, ``name``, the values of ``knobs`` and :func:`source_hash` of
-    the ``source`` module; a ValueError names a knob that is not one of the paper's parameters."""
+    """A short stable hash of the paper, the seed, ``name``, the values of ``knobs``, :func:`source_hash` of the
+    ``source`` module and :func:`cpu_kernels`; a ValueError names a knob that is not one of the paper's parameters."""
     knobs = sorted(set(knobs))
     unknown = [k for k in knobs if k not in settings.values]
     if unknown:
         raise ValueError(f"knobs {unknown} are not parameters of {settings.paper}; parameters: "
                          f"{sorted(settings.values)}")
-    blob = json.dumps([settings.paper, settings.seed, name, source_hash(source),
+    blob = json.dumps([settings.paper, settings.seed, name, source_hash(source), cpu_kernels(),
                        {k: settings.values[k] for k in knobs}], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -55,7 +55,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import paths, plots
+from . import paths
 from .settings import Settings
 
 #: Significant digits kept for floats in results.json.
@@ -496,7 +496,7 @@ def robustness(claim: Claim, measurement: Measurement) -> list[dict[str, Any]]:
               replace(measured[value], preconditions=measurement.preconditions) for value in assumption.values}
         verdicts = {value: verdict(claim, at[value])[0] for value in assumption.values}
         unit = f" {assumption.unit}" if assumption.unit else ""
-        span = f"{assumption.name} {_fmt_setting(min(assumption.values))}–{_fmt_setting(max(assumption.values))}{unit}"
+        span = f"{assumption.name} {_fmt_range(assumption.values)}{unit}"
         if set(verdicts.values()) == {NOT_TESTABLE}:  # nothing was decided, so nothing is robust
             text = f"not testable at any value of {span}"
         elif len(set(verdicts.values())) == 1:
@@ -548,6 +548,14 @@ def measured_for(claim: Claim, measure: Callable[[Any], Measurement], central: A
 
 def _fmt_setting(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _fmt_range(values: tuple) -> str:
+    """An assumption's range in words: its ends for numbers (``1–64``), every value for names (``answer_loss,
+    retrieval, perplexity``: names have no order whose ends would stand for the values between)."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return f"{_fmt_setting(min(values))}–{_fmt_setting(max(values))}"
+    return ", ".join(_fmt_setting(v) for v in values)
 
 
 def _setting_outcomes(rule: Rule, measurement: Measurement) -> list[bool | None]:
@@ -787,6 +795,8 @@ class Report:
         results.json, when :meth:`save` succeeds. A figure that breaks the collection's checklist
         (:func:`mlsysrepro.core.plots.style_problems`) is saved, with a warning naming what to fix, and
         :meth:`save` refuses the run until it passes."""
+        from . import plots  # here, not at the top: a worker process that judges nothing never loads matplotlib
+
         problems = plots.style_problems(fig)
         if problems:
             warnings.warn(f"figure {name!r} breaks the figure checklist: " + "; ".join(problems), stacklevel=2)
@@ -811,6 +821,8 @@ class Report:
         if not rows:
             raise ValueError(f"no judged claim was re-judged over {assumption!r}")
         declared = next(a for c in self.claims for a in c.assumptions if a.name == assumption)
+        from . import plots
+
         fig = plots.assumption_grid(rows, f"{assumption} ({declared.unit})" if declared.unit else assumption, title)
         self.savefig(fig, name)
         return fig

@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field
 
 import torch
-from sklearn.metrics import roc_auc_score
 
 from ..core import progress
 from .batch import Batch
@@ -45,6 +44,8 @@ def score(logits: torch.Tensor, y: torch.Tensor, metric: str) -> float:
     if metric == "f1_micro":
         return f1_micro(logits, y)
     if metric == "roc_auc":
+        from sklearn.metrics import roc_auc_score  # here: sklearn takes two seconds to load in every worker process
+
         return float(roc_auc_score(y.numpy(), torch.softmax(logits, 1)[:, 1].numpy()))
     raise ValueError(f"metric must be 'f1_micro' or 'roc_auc', got {metric!r}")
 

@@ -32,7 +32,6 @@ from functools import partial
 import numpy as np
 import pandas as pd
 import torch
-from scipy.stats import spearmanr
 
 from ..core.cache import cache_path, cached
 from ..core.claims import (CONSISTENCY, Assumption, Claim, Measurement, Precondition, across, across_seeds, at_least,
@@ -368,6 +367,8 @@ def profiles(lab: Lab) -> dict[str, HeadProfile]:
 
 def consistency(profiles_: dict[str, HeadProfile], kv_heads: int, layer_exponent: float = 1.0) -> pd.DataFrame:
     """Spearman rank correlation of the per-cache importance between every pair of prompt sets."""
+    from scipy.stats import spearmanr  # here: scipy.stats takes a second to load in every worker process
+
     imp = {k: cache_importance(p, kv_heads, layer_exponent).flatten().numpy() for k, p in profiles_.items()}
     names = list(imp)
     return pd.DataFrame([[spearmanr(imp[a], imp[b]).statistic for b in names] for a in names], index=names,
