@@ -3,7 +3,8 @@
 #   ./run_all.sh [--scale smoke|default] [--only a,b] [--jobs N] [--list]
 #                                                               run every notebook (figures + REPRODUCTION.md);
 #                                                               --jobs N: N at once, the cores split between them
-#   ./run_all.sh test [pytest args...]                            unit tests + every notebook at scale=smoke
+#   ./run_all.sh test [pytest args...]                            unit tests + every notebook at scale=smoke,
+#                                                               in two pytest-xdist processes (MLSYSREPRO_TEST_PROCESSES)
 #   ./run_all.sh book                                             the HTML book under build/book/ (after a run)
 # Both first make sure .venv exists and holds the project (`pip install -e ".[dev]"`).
 set -euo pipefail
@@ -31,7 +32,8 @@ ensure_env
 
 if [[ "${1:-}" == "test" ]]; then
     shift
-    exec "$VENV/bin/python" -m pytest "$@"
+    # two test processes (pytest-xdist), all of a notebook's tests in one of them (tests/conftest.py); "-n 0" runs one
+    exec "$VENV/bin/python" -m pytest -n "${MLSYSREPRO_TEST_PROCESSES:-2}" --dist loadscope "$@"
 fi
 if [[ "${1:-}" == "book" ]]; then
     shift

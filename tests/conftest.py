@@ -2,8 +2,35 @@
 folder, so the tests never touch figures/, build/ or data/cache/ of the checkout."""
 
 import os
+import re
 
 import pytest
+
+# Under pytest-xdist (``run_all.sh test`` runs ``-n 2``) the test processes split the cores as ``run_all.sh --jobs``
+# splits them between notebooks: each gets ``cores // processes`` torch threads and task workers, inherited by the
+# notebook kernels and workers it starts, so that two test processes never oversubscribe the machine.
+_PROCESSES = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+if _PROCESSES > 1:
+    _SHARE = str(max(1, (os.cpu_count() or 1) // _PROCESSES))
+    for _name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MLSYSREPRO_CORES"):
+        os.environ.setdefault(_name, _SHARE)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadscope`` (``run_all.sh test``) with one scope per notebook: its smoke run, its checks and its
+    same-seed rerun go to one test process, which runs the notebook once; other tests are scoped by module, as
+    loadscope scopes them, so that module-scoped fixtures are built once."""
+    if config.getvalue("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class NotebookScopes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            notebook = re.fullmatch(r"tests/notebooks/test_notebooks\.py::\w+\[(\w+)\]", nodeid)
+            return f"notebook {notebook[1]}" if notebook else super()._split_scope(nodeid)
+
+    return NotebookScopes(config, log)
 
 
 @pytest.fixture(scope="session", autouse=True)

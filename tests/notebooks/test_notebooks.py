@@ -105,9 +105,11 @@ def smoke_outputs(name):
 SMOKE_SECONDS = 90
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def smoke_runs(tmp_path_factory):
-    """Each notebook executed once at scale=smoke (lazily, so -k selects cheaply), from the tests' empty cache;
+    """Each notebook executed once per test process at scale=smoke (lazily, so -k selects cheaply), from the tests'
+    empty cache (for the session: under pytest-xdist a process runs other modules' tests between two of this
+    module's, and a module-scoped fixture would be built, and the notebooks run, again);
     ``run.seconds`` holds each run's wall time, ``run.executed`` each executed notebook (with its outputs)."""
     done = {}
 
@@ -166,8 +168,8 @@ def test_every_table_a_notebook_shows_reads_on_github(path, smoke_runs):
 
 
 @pytest.mark.slow
-def test_template_is_byte_identical_across_runs(smoke_runs, tmp_path, monkeypatch):
-    template = catalog.TEMPLATE.notebook
+@pytest.mark.parametrize("template", [catalog.TEMPLATE.notebook], ids=[catalog.TEMPLATE.notebook.stem])
+def test_template_is_byte_identical_across_runs(template, smoke_runs, tmp_path, monkeypatch):
     first = smoke_runs(template)
     monkeypatch.setenv("MLSYSREPRO_BUILD_DIR", str(tmp_path / "second"))  # the kernel inherits it
     execute(template, tmp_path, scale="smoke", use_cache=False)
