@@ -50,6 +50,17 @@ def isolated_outputs(tmp_path_factory):
             os.environ[key] = value
 
 
+@pytest.fixture(scope="module", autouse=True)
+def module_cache(tmp_path_factory):
+    """Each test module computes into a cache of its own. A unit test may feed a cached computation inputs its key
+    does not name (a hand-made model under a preset's settings: ``test_baklava``'s context-use check); in a shared
+    cache a notebook run later in the same process would be served that entry, and its results would then differ
+    from a rerun's (it did under pytest-xdist, where the order of modules in a process is not fixed)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("MLSYSREPRO_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        yield
+
+
 @pytest.fixture(scope="module")
 def tiny_llama():
     """The transformer and KV-cache tests' model: a seeded 2-layer Llama (width 32, 4 query heads, 2 KV heads,
