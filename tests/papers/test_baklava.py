@@ -69,6 +69,28 @@ def test_context_use_reads_only_the_last_tokens_of_each_context():
     assert use.ppl.iloc[0] != use.ppl.iloc[-1]  # a random model still reads its context
 
 
+def test_a_hand_built_lab_is_not_served_the_entries_of_the_run_it_imitates(tmp_path, monkeypatch):
+    """An evaluation is cached under its settings, its seed and a digest of what it reads: a second model under
+    the same settings and seed computes its own context use (the cache of the first would serve the first's), and
+    the same model reads its entries back with the cache on."""
+    monkeypatch.setenv("MLSYSREPRO_CACHE_DIR", str(tmp_path))
+    settings = resolve("baklava", baklava.PRESETS, {"scale": "smoke"})
+    windows = torch.randint(0, 32, (3, settings.length), generator=torch.Generator().manual_seed(0))
+
+    def lab(model_seed):
+        torch.manual_seed(model_seed)
+        model = Llama(LlamaConfig(vocab=32, dim=32, layers=1, heads=2, kv_heads=1, ffn=64)).eval()
+        return baklava.Lab(settings, model, None, {}, [], 0.0, windows, windows, None, None, TaskRunner(1))
+
+    first, second = baklava.context_use(lab(0)), baklava.context_use(lab(1))
+    assert not np.allclose(first.ppl, second.ppl)
+    assert np.array_equal(baklava.context_use(lab(0)).ppl, first.ppl)
+    assert len(list(tmp_path.rglob("context_use-*.pt"))) == 2 * len(first)
+    task = baklava.EvalTask(lab(0).cfg, lab(0).model.state_dict(), "ppl", windows, 8)
+    assert baklava.inputs_digest([task]) == baklava.inputs_digest([task])
+    assert baklava.inputs_digest([task]) != baklava.inputs_digest([baklava.EvalTask(**{**task.__dict__, "context": 9})])
+
+
 def test_the_context_cost_is_the_cut_context_over_the_whole_one_per_model():
     use = pd.DataFrame(dict(model=[0, 0, 0, 1, 1, 1], compression=[0.0, 0.5, 0.9] * 2, kept=[100, 50, 10] * 2,
                             ppl=[10.0, 10.5, 12.0, 20.0, 20.0, 20.2]))

@@ -25,6 +25,7 @@ them; each experiment's outputs are cached by :data:`EVALUATION_KNOBS` and the m
 
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, replace
 from functools import partial
@@ -409,10 +410,36 @@ def _run(task: EvalTask) -> list[torch.Tensor]:
     return answers_correct_each(model, task.tokens, task.context, task.answer_start, makers)
 
 
+def inputs_digest(tasks: list[EvalTask]) -> str:
+    """16 hex digits of a SHA-256 over everything the evaluation ``tasks`` read: the weights, every task's sequences
+    and budgets and its other fields. For a lab :func:`prepare` built, the settings and the seed fix all of it; a
+    lab built by hand (another model under a preset's settings, as in a notebook session) must not be served the
+    entries of the run it imitates, nor write entries that run would be served, so its digest goes into the name."""
+    digest, states = hashlib.sha256(), set()
+
+    def add(tensor: torch.Tensor) -> None:
+        digest.update(f"{tensor.dtype}{tuple(tensor.shape)}".encode())
+        digest.update(tensor.detach().contiguous().numpy().tobytes())
+
+    for task in tasks:
+        if id(task.state) not in states:  # the tasks of one lab share one state dict: hashed once
+            states.add(id(task.state))
+            for key in sorted(task.state):
+                digest.update(key.encode())
+                add(task.state[key])
+        add(task.tokens)
+        for allocation in task.allocations:
+            if allocation is not None:
+                add(allocation.budgets)
+            digest.update(repr(allocation and (allocation.pooled, allocation.floor)).encode())
+        digest.update(repr((task.cfg, task.kind, task.context, task.answer_start, task.policy)).encode())
+    return digest.hexdigest()[:16]
+
+
 def _evaluations(name: str, lab: Lab, specs: list[dict], desc: str) -> list[torch.Tensor]:
     """Run ``specs`` (``kind``, ``split`` or ``task``, ``allocation``, ``policy``; for perplexity ``keep``, the
-    context's last tokens read, all by default) on the lab's runner, cached as ``name`` by :data:`EVALUATION_KNOBS`
-    and the model's seed; per spec, each window's mean NLL or each query's correctness. Specs that read the same
+    context's last tokens read, all by default) on the lab's runner, cached as ``name`` by :data:`EVALUATION_KNOBS`,
+    the model's seed and the digest of what the tasks read (:func:`inputs_digest`); per spec, each window's mean NLL or each query's correctness. Specs that read the same
     sequences under the same policy through budgeted caches run as one task, on one shared prefill."""
     state = lab.model.state_dict()
     groups: dict[tuple, list[int]] = {}
@@ -436,8 +463,8 @@ def _evaluations(name: str, lab: Lab, specs: list[dict], desc: str) -> list[torc
             task = s.get("task") or (lab.test_retrieval if s.get("split", "test") == "test" else lab.calib_retrieval)
             tasks.append(EvalTask(lab.cfg, state, s["kind"], task.tokens, task.query_start, task.answer_start,
                                   allocations, s.get("policy", "snapkv")))
-    done = lab.runner.cached_map(name, lab.settings, _run, tasks, knobs=EVALUATION_KNOBS,
-                                 desc=f"{desc} (model {lab.seed})")
+    done = lab.runner.cached_map(f"{name}-{inputs_digest(tasks)}", lab.settings, _run, tasks,
+                                 knobs=EVALUATION_KNOBS, desc=f"{desc} (model {lab.seed})")
     out: list[torch.Tensor | None] = [None] * len(specs)
     for members, results in zip(groups.values(), done):
         for i, result in zip(members, results):
