@@ -52,10 +52,10 @@ def isolated_outputs(tmp_path_factory):
 
 @pytest.fixture(scope="module", autouse=True)
 def module_cache(tmp_path_factory):
-    """Each test module computes into a cache of its own. A unit test may feed a cached computation inputs its key
-    does not name (a hand-made model under a preset's settings: ``test_baklava``'s context-use check); in a shared
-    cache a notebook run later in the same process would be served that entry, and its results would then differ
-    from a rerun's (it did under pytest-xdist, where the order of modules in a process is not fixed)."""
+    """Each test module computes into a cache of its own, so that what one module's tests compute (on hand-made
+    inputs, say) is never served to a notebook run in another: under pytest-xdist the order of modules in a process
+    is not fixed, and a context-use entry of ``test_baklava``'s random model, written under the smoke preset's key
+    before BaKlaVa keyed its evaluations by their inputs, was served to the notebook's smoke run."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("MLSYSREPRO_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
         yield

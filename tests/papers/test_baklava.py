@@ -1,6 +1,8 @@
 """The notebook's bookkeeping: the search keeps the lowest calibration perplexity (ties to uniform), undefined
 allocator x policy pairs are skipped, bad choices are named, the context-use check cuts the context it says."""
 
+from dataclasses import replace
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -88,7 +90,7 @@ def test_a_hand_built_lab_is_not_served_the_entries_of_the_run_it_imitates(tmp_p
     assert len(list(tmp_path.rglob("context_use-*.pt"))) == 2 * len(first)
     task = baklava.EvalTask(lab(0).cfg, lab(0).model.state_dict(), "ppl", windows, 8)
     assert baklava.inputs_digest([task]) == baklava.inputs_digest([task])
-    assert baklava.inputs_digest([task]) != baklava.inputs_digest([baklava.EvalTask(**{**task.__dict__, "context": 9})])
+    assert baklava.inputs_digest([task]) != baklava.inputs_digest([replace(task, context=9)])
 
 
 def test_the_context_cost_is_the_cut_context_over_the_whole_one_per_model():
@@ -121,8 +123,6 @@ def test_the_answer_loss_is_the_log_loss_of_the_answer_digits_read_after_the_que
 def test_a_model_trains_to_the_same_weights_in_a_worker_as_in_this_process():
     """Training runs on one thread wherever it runs, so a worker and this process give the same bits, whatever
     the core count; two seeds give two models, each cached."""
-    from dataclasses import replace
-
     from mlsysrepro.transformer.retrieval import TASK_ALPHABET
     from mlsysrepro.transformer.tokenizer import CharTokenizer
 

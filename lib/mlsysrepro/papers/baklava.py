@@ -20,7 +20,8 @@ Quality is read as NVIDIA kvpress reads it (:mod:`mlsysrepro.kvcache.evaluation`
 while it is prefilled, then the continuation (perplexity) or the query and its answer (retrieval) are read through
 the compressed cache. Compression is a share of that context. Every evaluation is one task run on a
 :class:`mlsysrepro.core.tasks.TaskRunner` (one thread each), so the numbers do not depend on how many workers run
-them; each experiment's outputs are cached by :data:`EVALUATION_KNOBS` and the model's seed.
+them; each experiment's outputs are cached by :data:`EVALUATION_KNOBS`, the model's seed and a digest of the
+inputs its tasks read (:func:`inputs_digest`).
 """
 
 from __future__ import annotations
@@ -439,8 +440,9 @@ def inputs_digest(tasks: list[EvalTask]) -> str:
 def _evaluations(name: str, lab: Lab, specs: list[dict], desc: str) -> list[torch.Tensor]:
     """Run ``specs`` (``kind``, ``split`` or ``task``, ``allocation``, ``policy``; for perplexity ``keep``, the
     context's last tokens read, all by default) on the lab's runner, cached as ``name`` by :data:`EVALUATION_KNOBS`,
-    the model's seed and the digest of what the tasks read (:func:`inputs_digest`); per spec, each window's mean NLL or each query's correctness. Specs that read the same
-    sequences under the same policy through budgeted caches run as one task, on one shared prefill."""
+    the model's seed and the digest of what the tasks read (:func:`inputs_digest`); per spec, each window's mean NLL
+    or each query's correctness. Specs that read the same sequences under the same policy through budgeted caches
+    run as one task, on one shared prefill."""
     state = lab.model.state_dict()
     groups: dict[tuple, list[int]] = {}
     for i, s in enumerate(specs):
