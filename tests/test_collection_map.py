@@ -33,7 +33,8 @@ def test_a_claim_without_two_numbers_is_not_placed(paper_value, measured):
 
 def test_the_map_shows_paper_claims_and_analogues_only_and_draws_them(tmp_path):
     results = {
-        "a": {"claims": [claim("C1", 2.0, 3.0, [2.5, 4.0]), claim("C2", "a phrase", 1.0, verdict="fails"),
+        "a": {"claims": [claim("C1", 2.0, 3.0, [2.5, 4.0]),
+                         claim("C2", "a phrase", 1.0, verdict="fails") | {"fragility": ["holds without x"]},
                          claim("F1", 1.0, 2.0, kind="our finding"), claim("K1", 1.0, 1.0, kind="consistency check")]},
         "b": {"claims": [claim("C1", 3.2, 4.3, kind="analogue"),
                          claim("C2", 3.2, None, verdict="not testable here")]},
@@ -44,6 +45,6 @@ def test_the_map_shows_paper_claims_and_analogues_only_and_draws_them(tmp_path):
     png = collection_map.write(points, tmp_path)  # raises if the figure fails the collection's checklist
     assert png.exists() and (tmp_path / "collection_map.svg").exists()
     drawn = json.loads((tmp_path / "collection_map.json").read_text())
-    assert drawn[0] == {"paper": "a", "id": "C1", "kind": "paper claim", "verdict": "holds", "ratio": 1.5,
-                        "low": 1.25, "high": 2.0}
-    assert drawn[1]["ratio"] is None
+    assert drawn[0] == {"paper": "a", "id": "C1", "kind": "paper claim", "verdict": "holds", "qualified": False,
+                        "ratio": 1.5, "low": 1.25, "high": 2.0}
+    assert drawn[1]["ratio"] is None and drawn[1]["qualified"] is True  # a fragile fail is marked as such

@@ -49,6 +49,25 @@ def test_status_comes_from_the_paper_claims_alone(verdicts, expected):
     assert reproduction.status(coming, None) == "planned"
 
 
+def test_a_fragile_or_assumption_dependent_hold_does_not_make_a_paper_reproduced():
+    depends = {"robustness": [{"assumption": "buffer_mib", "text": "depends on buffer_mib: holds for 4, fails for 1"}]}
+    robust = {"robustness": [{"assumption": "pe_tile", "text": "robust over pe_tile 8–64"}]}
+    fragile = {"fragility": ["fails without alibaba"]}
+    firm = [claim("C1", HOLDS) | robust, claim("C2", HOLDS), claim("C3", NOT_TESTABLE)]
+    assert reproduction.status(catalog.by_name("llcg"), {"claims": firm}) == "reproduced"
+    leaning = [claim("C1", HOLDS) | depends, claim("C2", HOLDS) | fragile, claim("C3", NOT_TESTABLE)]
+    assert reproduction.status(catalog.by_name("llcg"), {"claims": leaning}) == \
+        "partly reproduced (depends on buffer_mib, fragile C2)"
+    mixed = [claim("C1", HOLDS) | depends, claim("C2", FAILS) | depends, claim("C3", INCONCLUSIVE)]
+    assert reproduction.status(catalog.by_name("llcg"), {"claims": mixed}) == "partly reproduced (depends on buffer_mib)"
+    assert reproduction.verdict_summary({"claims": mixed}) == ("1 (1 fragile or depending on our choices) of 3 hold, "
+                                                              "1 (1 fragile or depending on our choices) fails, "
+                                                              "1 inconclusive")
+    rows = "\n".join(reproduction._claim_rows(mixed, {}))
+    assert "| **fails** (depends on buffer_mib) |" in rows and "| holds (depends on buffer_mib) |" in rows
+    assert "| **inconclusive** |" in rows  # nothing to flip
+
+
 def test_committed_results_are_default_scale_and_match_the_catalog():
     for paper in (*catalog.PAPERS, catalog.TEMPLATE):
         path = paper.results_path()

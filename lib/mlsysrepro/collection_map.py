@@ -8,7 +8,8 @@ in the claim's own unit, on a log axis. The others cannot be placed on that axis
 ("lowest on all 4 graphs"), a parity claim whose paper value is zero ("no loss"), or a claim with no value of ours
 (not testable here). They are listed beside it, by paper and verdict. Colour is the verdict
 (:data:`mlsysrepro.core.plots.VERDICT_COLOURS`), the marker the kind (a paper claim or an analogue, measured on another
-platform or quantity); findings of this reproduction and consistency checks are not the papers' and stay off the map.
+platform or quantity), an open marker (a ``*`` on the right) a hold or fail that is fragile or depends on an assumption
+of ours (:func:`mlsysrepro.core.claims.qualifier`); findings of this reproduction and consistency checks are not the papers' and stay off the map.
 
 ``python -m mlsysrepro.reproduction`` (run by ``./run_all.sh``) draws it from the committed results into
 ``figures/collection_map.png`` and writes the points it drew to ``figures/collection_map.json``, which ``--check``
@@ -27,7 +28,7 @@ import pandas as pd
 from matplotlib.lines import Line2D
 
 from .core import plots
-from .core.claims import ANALOGUE, NOT_TESTABLE, PAPER_CLAIM, VERDICTS
+from .core.claims import ANALOGUE, NOT_TESTABLE, PAPER_CLAIM, VERDICTS, qualifier
 
 #: The kinds the map shows, with their markers.
 KIND_MARKERS = {PAPER_CLAIM: "o", ANALOGUE: "s"}
@@ -65,9 +66,9 @@ def claim_points(results: dict[str, dict]) -> pd.DataFrame:
                 continue
             placed = placement(claim) or (None, None, None)
             rows.append({"paper": paper, "id": claim["id"], "kind": claim["kind"], "verdict": claim["verdict"],
-                         "ratio": placed[0], "low": placed[1], "high": placed[2]})
-    return pd.DataFrame(rows, columns=["paper", "id", "kind", "verdict", "ratio", "low", "high"]).astype(
-        {"ratio": float, "low": float, "high": float})
+                         "qualified": bool(qualifier(claim)), "ratio": placed[0], "low": placed[1], "high": placed[2]})
+    return pd.DataFrame(rows, columns=["paper", "id", "kind", "verdict", "qualified", "ratio", "low", "high"]).astype(
+        {"qualified": bool, "ratio": float, "low": float, "high": float})
 
 
 def _placed_panel(ax, placed: pd.DataFrame) -> None:
@@ -78,7 +79,7 @@ def _placed_panel(ax, placed: pd.DataFrame) -> None:
         if not math.isnan(row.low):
             ax.plot([max(row.low, low_edge), min(row.high, high_edge)], [y, y], color=colour, linewidth=1.5)
         ax.plot([min(max(row.ratio, low_edge), high_edge)], [y], marker=KIND_MARKERS[row.kind], color=colour,
-                linestyle="", markersize=6)
+                linestyle="", markersize=6, markerfacecolor="white" if row.qualified else colour)
     plots.reference_line(ax, 1.0, "as the paper says", axis="x")
     ax.set_xscale("log")
     ax.set_xlim(*AXIS_LIMITS)
@@ -93,7 +94,8 @@ def _unplaced_panel(ax, unplaced: pd.DataFrame, papers: list[str]) -> None:
     """The claims with no ratio: their ids written in a (paper x verdict) grid, in the verdict's colour."""
     for y, paper in enumerate(papers):
         for x, verdict in enumerate(VERDICTS):
-            ids = unplaced[(unplaced.paper == paper) & (unplaced.verdict == verdict)].id.tolist()
+            rows = unplaced[(unplaced.paper == paper) & (unplaced.verdict == verdict)]
+            ids = [f"{i}*" if qualified else i for i, qualified in zip(rows.id, rows.qualified)]
             if ids:
                 ax.text(x, -y, "\n".join(textwrap.wrap(" ".join(ids), 9)), ha="center", va="center",
                         fontsize=8, color=plots.VERDICT_COLOURS[verdict])
@@ -120,8 +122,10 @@ def draw(points: pd.DataFrame):
     handles = [Line2D([], [], marker="o", linestyle="", color=plots.VERDICT_COLOURS[v], label=v) for v in VERDICTS]
     handles += [Line2D([], [], marker=KIND_MARKERS[k], linestyle="", color=plots.REFERENCE_COLOUR, label=k)
                 for k in KIND_MARKERS]
+    handles.append(Line2D([], [], marker="o", linestyle="", color=plots.REFERENCE_COLOUR, markerfacecolor="white",
+                          label="open, or * on the right: fragile or depends on our choice"))
     handles.append(Line2D([], [], color=plots.REFERENCE_COLOUR, linestyle="--", label="as the paper says"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=len(handles), frameon=False, fontsize="small")
+    fig.legend(handles=handles, loc="outside lower center", ncol=4, frameon=False, fontsize="small")
     fig.suptitle("The collection at a glance: every paper claim and analogue against the paper's value, coloured "
                  "by its verdict (beyond the paper)", fontsize="medium")
     return fig

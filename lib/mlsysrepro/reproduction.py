@@ -31,7 +31,7 @@ from .catalog import PAPERS, TEMPLATE, Paper
 from .core import paths, runtimes
 from .core.tables import TABLES
 from .core.claims import (ANALOGUE, CONSISTENCY, FAILS, FINDING, HOLDS, INCONCLUSIVE, MIN_BOOTSTRAP_SETTINGS,
-                          NOT_TESTABLE, PAPER_CLAIM, VERDICTS, declaration_changes)
+                          NOT_TESTABLE, PAPER_CLAIM, VERDICTS, assumptions_deciding, declaration_changes, qualifier)
 
 FINDING_TAG = "finding:"
 LISTING_TAG = "listing:"
@@ -88,9 +88,11 @@ def status(paper: Paper, results: dict | None) -> str:
     """Where a paper stands, from its paper claims' verdicts alone (analogues, our findings and consistency checks
     never count): ``planned`` (no notebook), ``not run`` (no committed results), then, over the n paper claims,
     ``partly tested`` where most of them are not testable here, ``reproduced`` where at least two thirds were
-    testable and every testable one holds, ``inconclusive`` where none fails and none holds, ``not reproduced at this
-    scale`` where at least one fails and none holds, and ``partly reproduced`` otherwise (some hold, and some fail,
-    are inconclusive or were not testable)."""
+    testable and every testable one holds firmly, ``inconclusive`` where none fails and none holds, ``not reproduced
+    at this scale`` where at least one fails and none holds, and ``partly reproduced`` otherwise (some hold, and some
+    fail, are inconclusive or were not testable). A hold that is fragile or depends on an assumption of ours
+    (:func:`mlsysrepro.core.claims.qualifier`) does not count toward "reproduced": the status then says
+    ``partly reproduced (depends on ...)``, naming the assumptions and the fragile claims."""
     if not paper.notebook.exists():
         return "planned"
     if last_run_failed(paper):
@@ -104,23 +106,35 @@ def status(paper: Paper, results: dict | None) -> str:
     testable = counts[HOLDS] + counts[FAILS] + counts[INCONCLUSIVE]
     if 2 * testable < total:
         return "partly tested"
-    if counts[HOLDS] == testable and 3 * testable >= 2 * total:
-        return "reproduced"
     if counts[HOLDS] == 0:
         return "inconclusive" if counts[FAILS] == 0 else "not reproduced at this scale"
-    return "partly reproduced"
+    holds = [c for c in results["claims"] if c["kind"] == PAPER_CLAIM and c["verdict"] == HOLDS]
+    deciding = list(dict.fromkeys(name for c in holds for name in assumptions_deciding(c)))
+    deciding += [f"fragile {c['id']}" for c in holds if c.get("fragility")]
+    if counts[HOLDS] == testable and 3 * testable >= 2 * total and not deciding:
+        return "reproduced"
+    return "partly reproduced" + (f" (depends on {', '.join(deciding)})" if deciding else "")
 
 
 def verdict_summary(results: dict | None, kind: str = PAPER_CLAIM) -> str:
-    """``k of n hold, m inconclusive, t not testable`` for the claims of ``kind``; ``-`` without any."""
+    """``k of n hold, m inconclusive, t not testable`` for the claims of ``kind``, with how many holds and fails rest
+    on an assumption of ours or are fragile (:func:`mlsysrepro.core.claims.qualifier`); ``-`` without any."""
     if not results:
         return "-"
     counts = tally(results, kind)
     total = sum(counts.values())
     if not total:
         return "-"
-    text = f"{counts[HOLDS]} of {total} hold"
-    text += "".join(f", {counts[v]} {v.replace(' here', '')}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE) if counts[v])
+    qualified = {v: sum(1 for c in results["claims"] if c["kind"] == kind and c["verdict"] == v and qualifier(c))
+                 for v in (HOLDS, FAILS)}
+
+    def count(verdict: str) -> str:
+        return f"{counts[verdict]}" + (f" ({qualified[verdict]} fragile or depending on our choices)"
+                                       if qualified.get(verdict) else "")
+
+    text = f"{count(HOLDS)} of {total} hold"
+    text += "".join(f", {count(v)} {v.replace(' here', '')}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE)
+                    if counts[v])
     return text
 
 
@@ -195,7 +209,7 @@ CLAIM_COLUMNS = ("id", "claim", "paper", "ours", "95 % interval", "settings", "v
 
 def _verdict_cell(claim: dict, unstable: dict[str, list[str]]) -> str:
     verdict = ("**" + claim["verdict"] + "**" if claim["verdict"] != HOLDS else claim["verdict"]) + (
-        " (timing)" if claim["timing"] else "")
+        " (timing)" if claim["timing"] else "") + (f" ({qualifier(claim)})" if qualifier(claim) else "")
     if claim["id"] in unstable:
         verdict += " (unstable: " + " → ".join(unstable[claim["id"]]) + f" over the last {STABILITY_RUNS} runs)"
     return verdict
@@ -205,13 +219,22 @@ def _interval(claim: dict) -> str:
     return "" if claim["interval"] is None else f"[{_fmt(claim['interval'][0])}, {_fmt(claim['interval'][1])}]"
 
 
+def _statement(claim: dict) -> str:
+    """The claim's statement as the reader sees it, with why its threshold is not the paper's number where the
+    claim says (:attr:`mlsysrepro.core.claims.Claim.shown_statement`)."""
+    if not claim.get("threshold_why"):
+        return claim["statement"]
+    return (f"{claim['statement'].rstrip('.')} (threshold `{claim['rule']}`, not the paper's "
+            f"{_fmt(claim['paper_value'])}: {claim['threshold_why']})")
+
+
 def _claim_rows(claims: list[dict], unstable: dict[str, list[str]]) -> list[str]:
     """The claims table: one short row a claim, in :data:`CLAIM_COLUMNS`; a consistency check shows no paper value
     (it has none to be compared with). Everything longer is in :func:`_claim_details`."""
     lines = ["| " + " | ".join(CLAIM_COLUMNS) + " |", "|" + "---|" * len(CLAIM_COLUMNS)]
     for c in claims:
         paper_value = "" if c["kind"] == CONSISTENCY else _fmt(c["paper_value"])
-        lines.append(f"| {c['id']} | {_fmt(c['statement'])} | {paper_value} | {_fmt(c['measured'])} | "
+        lines.append(f"| {c['id']} | {_fmt(_statement(c))} | {paper_value} | {_fmt(c['measured'])} | "
                      f"{_interval(c)} | {_fmt(c['settings_held'])} | {_verdict_cell(c, unstable)} |")
     return lines
 
@@ -226,6 +249,16 @@ def _per_setting(claim: dict) -> str:
                                                  else "") for name, value in claim["per_setting"].items())
 
 
+def _control_text(claim: dict) -> str:
+    """The claim's negative control in words: what it is, what it measured, the verdict its rule gave there."""
+    control = claim.get("control")
+    if not control:
+        return ""
+    measured = "" if control["measured"] is None else f" measured {_fmt(control['measured'])}" + (
+        f" [{_fmt(control['interval'][0])}, {_fmt(control['interval'][1])}]" if control.get("interval") else "")
+    return f"negative control: {_fmt(control['text'])},{measured}: {control['verdict']}"
+
+
 def _claim_details(claims: list[dict]) -> list[str]:
     """A collapsible block under the claims table: per claim where the paper says it, the unit, the rule and why it
     gave this verdict, each setting's value (under 6 settings), the robustness over our modelling choices and the
@@ -237,6 +270,11 @@ def _claim_details(claims: list[dict]) -> list[str]:
                  f"why: {_fmt(c['why'])}" if c.get("why") else "",
                  f"per setting: {_per_setting(c)}" if _per_setting(c) else "",
                  f"robustness: {'; '.join(entry['text'] for entry in c['robustness'])}" if c.get("robustness") else "",
+                 _control_text(c),
+                 f"no power check: {_fmt(c['no_power_check'])}" if c.get("no_power_check") else "",
+                 f"fragile: {'; '.join(c['fragility'])}" if c.get("fragility") else "",
+                 f"identical runs counted once: {', '.join(f'{a} = {b}' for a, b in c['merged'].items())}"
+                 if c.get("merged") else "",
                  f"note: {_fmt(c['note'])}" if c.get("note") else ""]
         lines.append(f"- **{c['id']}**: " + ". ".join(p.rstrip(".") for p in parts if p) + ".")
     return lines + ["", "</details>"]
@@ -252,8 +290,9 @@ def headline(results: dict) -> str:
     ours = "" if first["measured"] is None else f" {_fmt(first['measured'])}" + (
         f" {_interval(first)}" if first["interval"] else "")
     kind = "" if first["kind"] == PAPER_CLAIM else f" ({first['kind']})"
+    verdict = first["verdict"] + (f" ({qualifier(first)})" if qualifier(first) else "")
     return (f"**The paper says** {_fmt(first['statement']).rstrip('.')} ({first['id']}; the paper: "
-            f"{_fmt(first['paper_value'])}). **We found**{ours}: {first['verdict']}{kind}; over all its paper "
+            f"{_fmt(first['paper_value'])}). **We found**{ours}: {verdict}{kind}; over all its paper "
             f"claims, {verdict_summary(results)}.")
 
 
@@ -426,7 +465,13 @@ def reproduction_markdown() -> str:
         "*partly reproduced*, *inconclusive* (none holds, none fails), *not reproduced at this scale* (at least one",
         "fails, none holds) or *partly tested* (most not testable here). Analogues (a paper claim measured on another",
         "platform or quantity), findings of this reproduction and consistency checks are shown apart. *Robustness*",
-        "re-judges a claim over each modelling choice of ours it rests on. A verdict marked (timing) rests on",
+        "re-judges a claim over each modelling choice of ours it rests on; a hold or fail that flips within that",
+        "range is shown as \"(depends on <assumption>)\". *Fragile* marks a hold or fail that flips when one",
+        "setting is left out, that rests on fewer than 3 trained models, or that is re-reached on fewer than 95 % of",
+        "bootstrap resamples of its evaluation items. A fragile or assumption-dependent hold does not count toward",
+        "*reproduced*. Each paper claim declares a power check (a positive control) or a negative control (a run on",
+        "which its rule must give the opposite verdict; a hold whose control passes too is not testable here).",
+        "A verdict marked (timing) rests on",
         f"wall-clock time; one marked unstable changed over the last {STABILITY_RUNS} committed runs.",
         "",
         f"![The collection at a glance: each claim's value against the paper's, coloured by verdict]"

@@ -1,6 +1,7 @@
 import gc
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -8,7 +9,8 @@ import torch
 
 from mlsysrepro.core import (Claim, Measurement, Report, above, across, across_seeds, at_least, at_most, below,
                              from_samples, is_true, not_testable, resolve, within)
-from mlsysrepro.core.claims import (CONSISTENCY, Assumption, Precondition, position, robustness, round_floats,
+from mlsysrepro.core.claims import (AT, CONSISTENCY, PAST, SHORT_OF, Assumption, Precondition, across_models,
+                                     fragility, lint, position, robustness, round_floats, run_fingerprint,
                                      settings_held, settings_text, verdict)
 
 PRESETS = {"smoke": dict(n=1), "default": dict(n=2), "paper": dict(n=3)}
@@ -85,26 +87,32 @@ def test_a_claim_over_settings_needs_the_share_and_the_median():
         verdict(over, Measurement(0.5))
 
 
+def apart(seeds: list[float], i: int) -> list[float]:
+    """``seeds`` moved by a trifle per setting ``i``: settings of distinct runs (identical ones are counted once)."""
+    return [x + i * 1e-9 for x in seeds]
+
+
 def test_a_setting_whose_seed_interval_straddles_the_threshold_is_undecided():
     over = claim(min_share=2 / 3)
-    clear = {f"s{i}": [0.2, 0.21, 0.22] for i in range(6)}
+    clear = {f"s{i}": apart([0.2, 0.21, 0.22], i) for i in range(6)}
     assert verdict(over, across_seeds(clear))[0] == "holds"
-    noisy = {f"s{i}": [0.2, -0.1, 0.25] for i in range(6)}  # every mean > 0, every t-interval straddles 0
+    noisy = {f"s{i}": apart([0.2, -0.1, 0.25], i) for i in range(6)}  # every mean > 0, every t-interval straddles 0
     measured = across_seeds(noisy)
     assert measured.value > 0 and settings_held(over.rule, measured) == (0, 6)
     result, why = verdict(over, measured)
     assert result == "inconclusive" and "6 undecided" in why
     assert settings_text(measured).startswith("s0 +0.117 [-0.354, +0.587]; s1 +0.117")
-    consistent = {f"s{i}": [-0.004 + 0.02 * (j - 2) for j in range(5)] for i in range(4)}  # each mean -0.004
+    consistent = {f"s{i}": apart([-0.004 + 0.02 * (j - 2) for j in range(5)], i) for i in range(4)}  # means -0.004
     assert across({k: -0.004 for k in consistent}).interval is None  # four settings: no bootstrap of the median
     assert across_seeds(consistent).interval is None and verdict(over, across_seeds(consistent))[0] == "inconclusive"
-    six = {f"s{i}": [-0.004 + 0.02 * (j - 2) for j in range(5)] for i in range(6)}
+    six = {f"s{i}": apart([-0.004 + 0.02 * (j - 2) for j in range(5)], i) for i in range(6)}
     assert across({k: -0.004 for k in six}).interval == pytest.approx((-0.004, -0.004))
     low, high = across_seeds(six).interval  # the seeds' noise widens what the settings alone would give
     assert low < -0.004 < high and high > 0 and verdict(over, across_seeds(six))[0] == "inconclusive"
     one = across_seeds({"s0": [0.2, -0.1, 0.25]})
     assert one.interval == from_samples([0.2, -0.1, 0.25]).interval and verdict(over, one)[0] == "inconclusive"
-    beaten = {f"s{i}": [-0.2, -0.21, -0.22] for i in range(4)} | {"n1": [0.2, -0.1, 0.25], "n2": [0.2, -0.1, 0.25]}
+    beaten = {f"s{i}": apart([-0.2, -0.21, -0.22], i) for i in range(4)} | {"n1": [0.2, -0.1, 0.25],
+                                                                           "n2": apart([0.2, -0.1, 0.25], 1)}
     assert verdict(over, across_seeds(beaten))[0] == "fails"  # even if both undecided passed: 2 of 6
 
 
@@ -178,21 +186,108 @@ def test_rank_correlation_carries_a_fisher_interval_and_its_ceiling_under_ties()
         rank_correlation([1, 2, 3], [1, 2, 3])
 
 
-def test_position_against_the_paper_number():
-    near = claim(paper_value=5.0, near=0.25)
-    assert [position(near, Measurement(v)) for v in (3.0, 4.0, 6.2, 8.0)] == ["below", "near", "near", "beyond"]
+def test_position_against_the_paper_number_follows_the_rules_direction():
+    near = claim(paper_value=5.0, near=0.25)  # higher is better: below the paper's number is a weaker effect
+    assert [position(near, Measurement(v)) for v in (3.0, 4.0, 6.2, 8.0)] == [SHORT_OF, AT, AT, PAST]
+    cost = claim(below(1.0), paper_value=0.5, near=0.1)  # a cost ratio: lower is better, so below it is past it
+    assert [position(cost, Measurement(v)) for v in (0.3, 0.52, 0.8)] == [PAST, AT, SHORT_OF]
+    assert position(cost, not_testable("no GPU")) == ""
+    assert position(cost, Measurement(0.3, not_testable="power check failed")) == ""  # nothing for not testable
+    assert position(claim(is_true(), paper_value=1.0, near=0.1), Measurement(True)) == ""  # no direction
     assert position(claim(), Measurement(3.0)) == ""
     up_to = claim(paper_value=5.0, near=0.25, up_to=True)
-    assert position(up_to, across({"a": 1.0, "b": 2.0, "c": 5.5})) == "best 5.5: near"  # not the median
+    assert position(up_to, across({"a": 1.0, "b": 2.0, "c": 5.5})) == f"best 5.5: {AT}"  # not the median
     lower = claim(below(1.0), paper_value=0.69, near=0.25, up_to=True)  # a cost ratio: lower is better
     assert lower.rule.better == "lower"
-    assert position(lower, across({"a": 0.7, "b": 2.3, "c": 3.7})) == "best 0.7: near"  # not the worst, 3.7
+    assert position(lower, across({"a": 0.7, "b": 2.3, "c": 3.7})) == f"best 0.7: {AT}"  # not the worst, 3.7
     band = claim(within(1.69, 5.43), paper_value=5.43, near=0.3, up_to=True)
     assert position(band, across({"a": 2.4, "b": 1.2, "c": 3.0, "d": 6.0})) == "2 of 4 inside 1.69–5.43, 1 below, 1 above"
     assert position(band, Measurement(2.4)) == "inside 1.69–5.43"
     assert position(claim(at_most(0.0), kind=CONSISTENCY, paper_value=0.0, near=0.1), Measurement(0.0)) == ""
     with pytest.raises(ValueError, match="near= needs a numeric paper_value"):
         claim(paper_value="up to", near=0.1)
+
+
+def test_a_hold_whose_negative_control_passes_too_is_not_testable():
+    declared = claim(above(0.0), control="random selection")
+    fine = Measurement(0.3, (0.1, 0.5)).controlled(Measurement(-0.2, (-0.3, -0.1)))
+    assert verdict(declared, fine)[0] == "holds" and "negative control (random selection)" in verdict(declared, fine)[1]
+    blind = Measurement(0.3, (0.1, 0.5)).controlled(Measurement(0.25, (0.1, 0.4)))
+    result, why = verdict(declared, blind)
+    assert result == "not testable here" and "cannot tell" in why
+    unsure = Measurement(0.3, (0.1, 0.5)).controlled(Measurement(0.0, (-0.1, 0.1)))
+    assert verdict(declared, unsure)[0] == "inconclusive"
+    assert verdict(declared, Measurement(-0.3).controlled(Measurement(0.25)))[0] == "fails"  # a fail stays a fail
+
+
+def test_a_declared_control_must_be_measured_and_is_saved(tmp_path, monkeypatch):
+    declared = claim(above(0.0), control="the method against itself", no_power_check="x")
+    report = make_report(tmp_path, monkeypatch, (declared,))
+    with pytest.raises(ValueError, match="declares a negative control"):
+        report.judge("C1", Measurement(0.3))
+    report.judge("C1", Measurement(0.3).controlled(Measurement(0.0)))
+    saved = report.judged[0]
+    assert saved["control"] == {"text": "the method against itself", "measured": 0.0, "interval": None,
+                                "verdict": "fails"}
+    assert saved["no_power_check"] == "x"
+
+
+def test_lint_asks_every_paper_claim_for_something_that_could_fail_it():
+    bare = claim(above(0.0), id="C1", paper_value=0.69)
+    assert [p.split(":")[0] for p in lint([bare])] == ["C1", "C1"]
+    controlled = claim(above(0.0), id="C2", control="random", no_power_check="the control is the method itself")
+    powered = claim(above(0.0), id="C3", preconditions=(Precondition("P", "p", above(0)),))
+    assert lint([controlled, powered]) == []
+    assert lint([claim(above(0.0), id="K", kind=CONSISTENCY)]) == []  # a consistency check cannot fail: fine
+    other = claim(at_least(0.01), id="C4", paper_value=0.236, preconditions=powered.preconditions)
+    assert lint([other]) == ["C4: its rule tests 0.01, not the paper's 0.236, and threshold_why does not say why"]
+    said = claim(at_least(0.01), id="C4", paper_value=0.236, preconditions=powered.preconditions,
+                 threshold_why="a gain the seeds resolve")
+    assert lint([said]) == [] and "not the paper's 0.236: a gain the seeds resolve" in said.shown_statement
+    assert lint([claim(above(1.0), id="C5", paper_value=3.2, preconditions=powered.preconditions)]) == []
+
+
+def test_two_identical_settings_are_counted_once():
+    effects = {"a": 0.3, "b": 0.3, "c": -0.1, "d": -0.2}
+    runs = {"a": "run1", "b": "run1", "c": "run2", "d": "run3"}
+    merged = across(effects, runs=runs)
+    assert merged.per_setting == {"a": 0.3, "c": -0.1, "d": -0.2} and merged.merged == {"b": "a"}
+    assert "b = a" in merged.note
+    over = claim(above(0.0), min_share=0.5)
+    assert settings_held(over.rule, across(effects)) == (2, 4)  # counted twice, it would pass on half
+    assert settings_held(over.rule, merged) == (1, 3) and verdict(over, merged)[0] == "fails"
+    seeds = across_seeds({"a": [0.1, 0.2], "b": [0.1, 0.2], "c": [-0.1, -0.2]})  # same seeds, same bits: one run
+    assert list(seeds.per_setting) == ["a", "c"] and seeds.merged == {"b": "a"}
+    six = {f"s{i}": 0.1 * i for i in range(6)} | {"copy": 0.5}
+    with_copy = across(six, runs={k: (0.1 * 5 if k == "copy" else k) for k in six} | {"s5": 0.1 * 5})
+    assert with_copy.interval == across({f"s{i}": 0.1 * i for i in range(6)}).interval  # the bootstrap too
+    with pytest.raises(ValueError, match="runs must name the settings"):
+        across(effects, runs={"a": 1})
+    assert run_fingerprint(np.arange(3.0)) == run_fingerprint(np.arange(3.0)) != run_fingerprint(np.arange(3.0) + 1e-12)
+
+
+def test_fragility_names_the_setting_the_model_or_the_resample_that_flips_a_verdict():
+    over = claim(above(0.0), min_share=0.5)
+    robust = across({"a": 0.3, "b": 0.2, "c": 0.4, "d": -0.1})
+    assert verdict(over, robust)[0] == "holds" and fragility(over, robust) == []
+    edge = across({"a": 0.3, "b": 0.2, "c": -0.4, "d": -0.1})  # 2 of 4: one setting fewer and it fails
+    assert verdict(over, edge)[0] == "holds"
+    assert fragility(over, edge) == ["fails without a", "fails without b"]
+    trained = claim(above(0.0), trained=True)
+    one_model = across_models({"m0": [0.2, 0.3, 0.25, 0.22]})
+    assert verdict(trained, one_model)[0] == "holds"
+    assert fragility(trained, one_model) == ["rests on 1 trained model(s), fewer than 3"]
+    three = across_models({"m0": [0.2, 0.3, 0.25], "m1": [0.1, 0.2, 0.15], "m2": [0.3, 0.35, 0.4]})
+    assert three.models == 3 and fragility(trained, three) == []
+    carried = across_models({"m0": [0.6, 0.7, 0.65], "m1": [-0.1, -0.12, -0.08], "m2": [-0.05, -0.02, -0.04]})
+    assert verdict(trained, carried)[0] == "inconclusive"  # models as the unit: one model does not carry it
+    pool = Measurement(0.9)
+    flaky = pool.resampled_over([Measurement(0.9)] * 55 + [Measurement(-0.1)] * 45)
+    assert fragility(claim(above(0.0)), flaky) == ["holds on only 55% of 100 bootstrap resamples of the evaluation "
+                                                   "items"]
+    steady = pool.resampled_over([Measurement(0.9)] * 98 + [Measurement(-0.1)] * 2)
+    assert fragility(claim(above(0.0)), steady) == []
+    assert fragility(over, across({"a": 0.0, "b": 0.0, "c": 0.1, "d": -0.1})) == []  # a fail that stays one
 
 
 def make_report(tmp_path, monkeypatch, claims, scale="smoke"):
@@ -553,3 +648,29 @@ def test_a_saved_run_is_stale_where_a_declaration_changed(tmp_path, monkeypatch)
     assert declaration_changes(claims, saved) == []
     changed = (claim(id="C1"), claim(below(1.0), id="C2", kind=FINDING), claim(id="C3"))
     assert declaration_changes(changed, saved) == ["C3 is new", "C1's power checks", "C2's kind", "C2's assumptions"]
+
+
+def test_staleness_covers_thresholds_central_values_paper_values_settings_and_controls(tmp_path, monkeypatch):
+    """The three changes a saved run used to miss: a power check's threshold (gradient sparsity's P1 1.69 -> 99,
+    BaKlaVa's compression_costs 0.1 -> 0.001) and an assumption's central value (pe_tile 32 -> 1)."""
+    from mlsysrepro.core.claims import declaration_changes
+
+    check = Precondition("costs", "compression costs quality", at_least(0.1))
+    claims = (claim(id="C1", preconditions=(check,)), claim(below(1.0), id="C2", assumptions=(BUFFER,)),
+              claim(id="C3", control="random selection", no_power_check="x"))
+    report = make_report(tmp_path, monkeypatch, claims)
+    report.judge("C1", Measurement(0.5).given(costs=0.5))
+    grid = {v: Measurement(0.5) for v in BUFFER.values}
+    report.judge("C2", grid[BUFFER.central].over("buffer_mib", grid))
+    report.judge("C3", Measurement(0.5).controlled(Measurement(-0.5)))
+    saved = json.loads(report.save().read_text())["claims"]
+    assert declaration_changes(claims, saved) == []
+    threshold = replace(claims[0], preconditions=(replace(check, rule=at_least(0.001)),))
+    assert declaration_changes((threshold, *claims[1:]), saved) == ["C1's power-check rules"]
+    central = replace(claims[1], assumptions=(replace(BUFFER, central=BUFFER.values[0]),))
+    assert declaration_changes((claims[0], central, claims[2]), saved) == ["C2's assumption values"]
+    wider = replace(claims[1], assumptions=(replace(BUFFER, values=(*BUFFER.values, 256)),))
+    assert declaration_changes((claims[0], wider, claims[2]), saved) == ["C2's assumption values"]
+    moved = (replace(claims[0], paper_value=2.0), replace(claims[1], over="another setting list"),
+             replace(claims[2], control="the baseline against itself"))
+    assert declaration_changes(moved, saved) == ["C1's paper_value", "C2's over", "C3's negative control"]

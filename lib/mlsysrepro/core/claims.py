@@ -172,6 +172,15 @@ class Claim:
     against none); where the control passes the rule too, parity says nothing and the claim is not testable,
     and where the control is inconclusive, so is the claim. ``timing``: measured in wall-clock time (its
     verdict may change between runs).
+
+    What shows that the verdict could have gone the other way (:func:`lint` asks every paper claim for it):
+    ``control`` names the claim's *negative control*, a run on which its rule must give the opposite verdict (a
+    crippled method, a reversed ranking, random selection, the baseline the paper beats), measured as the
+    measurement's ``control`` (or its ``baseline``); a hold whose control passes the rule too is not testable here.
+    ``no_power_check``: why no power check (a positive control, ``preconditions``) applies, shown beside a fail.
+    ``threshold_why``: why the rule's threshold is not the paper's number (shown in the statement the reader sees).
+    ``trained``: the claim rests on trained models; measured over fewer than :data:`MIN_MODELS` of them
+    (``Measurement.models``) its verdict is fragile (:func:`fragility`).
     """
 
     id: str
@@ -190,6 +199,10 @@ class Claim:
     preconditions: tuple[Precondition, ...] = ()
     assumptions: tuple[Assumption, ...] = ()
     reruns: int = 1
+    control: str = ""
+    no_power_check: str = ""
+    threshold_why: str = ""
+    trained: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -200,6 +213,15 @@ class Claim:
             raise ValueError(f"min_share must be in (0, 1], got {self.min_share}")
         if self.near is not None and not isinstance(self.paper_value, (int, float)):
             raise ValueError(f"claim {self.id}: near= needs a numeric paper_value, got {self.paper_value!r}")
+
+    @property
+    def shown_statement(self) -> str:
+        """The statement as the reader sees it: with the reason its threshold is not the paper's number, where the
+        claim gives one (``threshold_why``)."""
+        if not self.threshold_why:
+            return self.statement
+        return (f"{self.statement.rstrip('.')} (threshold `{self.rule.text}`, not the paper's "
+                f"{_fmt_setting(self.paper_value)}: {self.threshold_why})")
 
 
 @dataclass(frozen=True)
@@ -212,7 +234,11 @@ class Measurement:
     for the baseline the paper beats, which must fail the rule; ``per_setting_interval`` each setting's own 95 %
     interval where it was measured over seeds (:func:`across_seeds`): a setting whose interval straddles the
     threshold is undecided; ``not_testable`` the reason this run cannot test the claim (then nothing else is
-    needed).
+    needed). ``control``: the claim's negative control, measured the same way (its rule must give the opposite
+    verdict there); ``samples``: each setting's seeds (:func:`across_seeds` keeps them, so a setting can be left out
+    and the rest re-judged); ``resampled``: the same measurement on bootstrap resamples of the evaluation items,
+    where a setting's outcome hangs on a few of them; ``models``: how many independently trained models it rests
+    on; ``merged``: settings left out as identical runs of another (name -> the one kept).
     """
 
     value: Any = None
@@ -224,6 +250,11 @@ class Measurement:
     not_testable: str = ""
     preconditions: Mapping[str, "Measurement"] = field(default_factory=dict)
     grid: Mapping[str, Mapping[Any, "Measurement"]] = field(default_factory=dict)
+    control: "Measurement | None" = None
+    samples: Mapping[str, Sequence[float]] | None = None
+    resampled: tuple["Measurement", ...] = ()
+    models: int | None = None
+    merged: Mapping[str, str] | None = None
 
     def given(self, **checks: "Measurement | float | bool") -> "Measurement":
         """This measurement with its power preconditions' measurements (by :class:`Precondition` id; a bare number
@@ -231,67 +262,158 @@ class Measurement:
         made = {k: v if isinstance(v, Measurement) else Measurement(v) for k, v in checks.items()}
         return replace(self, preconditions={**self.preconditions, **made})
 
+    def controlled(self, control: "Measurement") -> "Measurement":
+        """This measurement with its claim's negative control (:attr:`Claim.control`), measured the same way."""
+        return replace(self, control=control)
+
+    def resampled_over(self, measurements: Sequence["Measurement"]) -> "Measurement":
+        """This measurement with the same claim re-measured on bootstrap resamples of its evaluation items, for
+        :func:`fragility`."""
+        return replace(self, resampled=tuple(measurements))
+
     def over(self, assumption: str, measured: Mapping[Any, "Measurement"]) -> "Measurement":
         """This measurement (made at the assumption's central value) with the same claim measured at each value of
         the assumption's range, for :func:`robustness`."""
         return replace(self, grid={**self.grid, assumption: dict(measured)})
 
 
+def distinct_runs(runs: Mapping[str, Any]) -> dict[str, str]:
+    """Settings whose runs are identical, to be counted once: ``runs`` maps each setting to a fingerprint of its run
+    (:func:`run_fingerprint`, or any hashable), and the result maps each setting that repeats an earlier one to that
+    earlier one (empty when every run is distinct). Two settings that gave the same run are one piece of evidence:
+    counting both would lift k of n and narrow a bootstrap with no new information."""
+    first: dict[Any, str] = {}
+    merged = {}
+    for name, fingerprint in runs.items():
+        name = str(name)
+        if fingerprint in first:
+            merged[name] = first[fingerprint]
+        else:
+            first[fingerprint] = name
+    return merged
+
+
+def run_fingerprint(*parts: Any) -> str:
+    """A fingerprint of a run's outputs (numbers, arrays, pandas frames, nested lists of them): equal for runs that
+    gave the same values to the last bit, for :func:`distinct_runs`."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for part in parts:
+        if hasattr(part, "to_numpy"):  # a pandas frame or series: its values and their labels
+            digest.update(repr(list(getattr(part, "columns", [getattr(part, "name", "")]))).encode())
+            part = part.to_numpy()
+        array = np.asarray(part)
+        digest.update(str(array.dtype).encode() + repr(array.shape).encode())
+        digest.update(array.tobytes() if array.dtype != object else repr(array.tolist()).encode())
+    return digest.hexdigest()
+
+
+def _merge_note(note: str, merged: Mapping[str, str]) -> str:
+    if not merged:
+        return note
+    text = "identical runs counted once: " + ", ".join(f"{name} = {kept}" for name, kept in merged.items())
+    return f"{note}; {text}" if note else text
+
+
 def across(effects: Mapping[str, float], note: str = "", resamples: int = 2000, seed: int = 0,
-           intervals: Mapping[str, tuple[float, float]] | None = None) -> Measurement:
+           intervals: Mapping[str, tuple[float, float]] | None = None,
+           runs: Mapping[str, Any] | None = None) -> Measurement:
     """A claim over several settings: the median effect, its 95 % bootstrap interval over the settings
     (percentile, ``resamples`` draws with a fixed ``seed``) and every setting's effect, with its own interval where
     given (``intervals``, e.g. timing rounds). Over fewer than :data:`MIN_BOOTSTRAP_SETTINGS` settings a bootstrap of
     the median decides nothing, so the median has no interval: the verdict rests on k of n and each setting's own
-    interval."""
+    interval. ``runs``: a fingerprint of each setting's run; settings whose runs are identical are counted once
+    (:func:`distinct_runs`), before k of n and before any bootstrap."""
     effects = {str(k): float(v) for k, v in dict(effects).items()}
     if not effects:
         raise ValueError("across: effects is empty; a claim over settings needs at least one setting")
-    own = {str(k): (float(a), float(b)) for k, (a, b) in dict(intervals or {}).items()}
+    if runs is not None and set(map(str, runs)) != set(effects):
+        raise ValueError(f"across: runs must name the settings of effects, {sorted(effects)}; got {sorted(runs)}")
+    merged = distinct_runs(runs) if runs is not None else {}
+    effects = {k: v for k, v in effects.items() if k not in merged}
+    own = {str(k): (float(a), float(b)) for k, (a, b) in dict(intervals or {}).items() if str(k) not in merged}
+    note = _merge_note(note, merged)
     values = np.array(list(effects.values()))
     if len(values) < MIN_BOOTSTRAP_SETTINGS:
         return Measurement(float(np.median(values)), None, per_setting=effects, per_setting_interval=own or None,
-                           note=note)
+                           note=note, merged=merged or None)
     draws = np.random.default_rng(seed).choice(values, size=(resamples, len(values)), replace=True)
     medians = np.median(draws, axis=1)
     interval = (float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975)))
     return Measurement(float(np.median(values)), interval, per_setting=effects, per_setting_interval=own or None,
-                       note=note)
+                       note=note, merged=merged or None)
 
 
 def across_seeds(samples: Mapping[str, Sequence[float]], note: str = "", resamples: int = 2000,
-                 seed: int = 0) -> Measurement:
+                 seed: int = 0, runs: Mapping[str, Any] | None = None) -> Measurement:
     """A claim over several settings, each measured over seeds: per setting the mean with its Student-t interval
     (:func:`from_samples`); the median of the settings' means with a two-level bootstrap interval (settings drawn
     with replacement, then each drawn setting's seeds), so the interval carries the seeds' noise as well as the
     settings' spread (one setting: its own t-interval; fewer than :data:`MIN_BOOTSTRAP_SETTINGS`: no interval for
     the median, the settings' own intervals and k of n decide). A setting whose own interval straddles the rule's
-    threshold is undecided (:func:`verdict`)."""
+    threshold is undecided (:func:`verdict`). Settings with identical runs are counted once: those ``runs`` gives
+    one fingerprint, and those whose seeds gave the same values to the last bit (two seeds or more)."""
     samples = {str(k): np.asarray(v, dtype=float) for k, v in dict(samples).items()}
     if not samples or any(v.size == 0 for v in samples.values()):
         raise ValueError("across_seeds: every setting needs at least one sample")
+    if runs is not None and set(map(str, runs)) != set(samples):
+        raise ValueError(f"across_seeds: runs must name the settings of samples, {sorted(samples)}; got {sorted(runs)}")
+    fingerprints = dict(runs) if runs is not None else {
+        k: (run_fingerprint(v) if v.size > 1 else k) for k, v in samples.items()}
+    merged = distinct_runs(fingerprints)
+    samples = {k: v for k, v in samples.items() if k not in merged}
+    note = _merge_note(note, merged)
+    kept = {k: v.tolist() for k, v in samples.items()}
     per_setting = {k: from_samples(v.tolist()) for k, v in samples.items()}
     intervals = {k: m.interval for k, m in per_setting.items() if m.interval is not None}
+    extra = dict(samples=kept, merged=merged or None)
     if len(per_setting) == 1:  # the median of one setting is its mean, and its interval the seeds' t-interval
         (name, only), = per_setting.items()
         return Measurement(only.value, only.interval, per_setting={name: only.value}, per_setting_interval=intervals,
-                           note=note)
+                           note=note, **extra)
     if len(per_setting) < MIN_BOOTSTRAP_SETTINGS:
         return Measurement(float(np.median([m.value for m in per_setting.values()])), None,
                            per_setting={k: m.value for k, m in per_setting.items()}, per_setting_interval=intervals,
-                           note=note)
-    rng = np.random.default_rng(seed)
-    groups = list(samples.values())
-    picks = rng.integers(len(groups), size=(resamples, len(groups)))
-    means = np.empty(picks.shape)
-    for column, group in enumerate(groups):  # each setting's bootstrap means, then placed wherever it was drawn
-        boot = group[rng.integers(group.size, size=(resamples, group.size))].mean(1)
-        means[picks == column] = boot[(picks == column).nonzero()[0]]
-    medians = np.median(means, axis=1)
-    interval = (float(np.quantile(medians, 0.025)), float(np.quantile(medians, 0.975)))
+                           note=note, **extra)
+    interval = _two_level_interval(list(samples.values()), np.median, resamples, seed)
     return Measurement(float(np.median([m.value for m in per_setting.values()])), interval,
                        per_setting={k: m.value for k, m in per_setting.items()}, per_setting_interval=intervals,
-                       note=note)
+                       note=note, **extra)
+
+
+def _two_level_interval(groups: list[np.ndarray], statistic: Callable, resamples: int,
+                        seed: int) -> tuple[float, float]:
+    """The 95 % percentile interval of ``statistic`` over groups' means, from a two-level bootstrap: groups drawn
+    with replacement, then each drawn group's own samples."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(len(groups), size=(resamples, len(groups)))
+    means = np.empty(picks.shape)
+    for column, group in enumerate(groups):  # each group's bootstrap means, then placed wherever it was drawn
+        boot = group[rng.integers(group.size, size=(resamples, group.size))].mean(1)
+        means[picks == column] = boot[(picks == column).nonzero()[0]]
+    values = statistic(means, axis=1)
+    return float(np.quantile(values, 0.025)), float(np.quantile(values, 0.975))
+
+
+def across_models(items: Mapping[str, Sequence[float]], note: str = "", resamples: int = 2000,
+                  seed: int = 0) -> Measurement:
+    """A claim on trained models: ``items`` maps each independently trained model to its per-item effects (the
+    same evaluation items for every model). The value is the mean over models of each model's mean, its 95 %
+    interval a two-level bootstrap over models and then items, so it carries training variance as well as the items'
+    (one model: the items' t-interval alone, and :func:`fragility` calls the verdict fragile); each model's mean and
+    t-interval is a setting, so k of n counts models."""
+    items = {str(k): np.asarray(v, dtype=float) for k, v in dict(items).items()}
+    if not items or any(v.size == 0 for v in items.values()):
+        raise ValueError("across_models: every model needs at least one item")
+    per_model = {k: from_samples(v.tolist()) for k, v in items.items()}
+    intervals = {k: m.interval for k, m in per_model.items() if m.interval is not None}
+    value = float(np.mean([m.value for m in per_model.values()]))
+    interval = (next(iter(per_model.values())).interval if len(items) == 1
+                else _two_level_interval(list(items.values()), np.mean, resamples, seed))
+    return Measurement(value, interval, per_setting={k: m.value for k, m in per_model.items()},
+                       per_setting_interval=intervals or None, note=note, models=len(items),
+                       samples={k: v.tolist() for k, v in items.items()})
 
 
 def from_samples(samples: Sequence[float], note: str = "", confidence: float = 0.95) -> Measurement:
@@ -422,6 +544,17 @@ def verdict(claim: Claim, measurement: Measurement, powered: bool = True) -> tup
             result = FAILS
         elif base == INCONCLUSIVE:
             result = INCONCLUSIVE
+    if measurement.control is not None:
+        control = measurement.control
+        base = NOT_TESTABLE if control.not_testable else verdict(claim, control, powered=False)[0]
+        why.append(f"negative control ({claim.control or 'control'}): "
+                   + (control.not_testable if control.not_testable else f"{_fmt_value(control)}, {base}"))
+        if result == HOLDS and base == HOLDS:
+            return NOT_TESTABLE, "; ".join(why + ["its negative control passes the rule too, so the rule cannot tell "
+                                                 "the method from it at this scale"])
+        if result == HOLDS and base in (INCONCLUSIVE, NOT_TESTABLE):
+            result = INCONCLUSIVE
+            why.append("the negative control is not shown to fail the rule")
     return result, "; ".join(why)
 
 
@@ -443,15 +576,134 @@ def declaration_changes(claims: Sequence[Claim], judged: Sequence[Mapping[str, A
         if old is None:
             continue
         for name, now in (("kind", claim.kind), ("statement", claim.statement), ("unit", claim.unit),
-                          ("rule", rule_text(claim))):
+                          ("rule", rule_text(claim)), ("paper_value", round_floats(claim.paper_value)),
+                          ("over", claim.over)):
             if old.get(name) != now:
                 changes.append(f"{claim.id}'s {name}")
         if old.get("verdict") != NOT_TESTABLE or old.get("preconditions"):
-            if set(old.get("preconditions", {})) != {pre.id for pre in claim.preconditions}:
+            checks = old.get("preconditions", {})
+            if set(checks) != {pre.id for pre in claim.preconditions}:
                 changes.append(f"{claim.id}'s power checks")
-            if {e["assumption"] for e in old.get("robustness", [])} != {a.name for a in claim.assumptions}:
+            elif any(checks[pre.id].get("rule") != pre.rule.text for pre in claim.preconditions):
+                changes.append(f"{claim.id}'s power-check rules")
+            grids = {e["assumption"]: e for e in old.get("robustness", [])}
+            if set(grids) != {a.name for a in claim.assumptions}:
                 changes.append(f"{claim.id}'s assumptions")
+            elif any(grids[a.name].get("central") != round_floats(a.central)
+                     or set(grids[a.name].get("verdicts", {})) != {_fmt_setting(v) for v in a.values}
+                     for a in claim.assumptions):
+                changes.append(f"{claim.id}'s assumption values")
+            if claim.control and (old.get("control") or {}).get("text") != claim.control:
+                changes.append(f"{claim.id}'s negative control")
     return changes
+
+
+#: The fewest independently trained models a claim on trained models rests on before its verdict is not fragile.
+MIN_MODELS = 3
+#: A verdict re-reached on fewer than this share of bootstrap resamples of its evaluation items is fragile.
+RESAMPLED_AGREEMENT = 0.95
+
+
+def lint(claims: Sequence[Claim]) -> list[str]:
+    """What a paper's declared claims lack for a verdict that could have gone the other way, one line each (empty:
+    nothing): every paper claim declares a power check (``preconditions``) or a negative control (``control``); a
+    fail needs a power check, so a claim without one says why none applies (``no_power_check``); a claim whose rule
+    tests a number other than the paper's (not a direction, 0 or 1) says why (``threshold_why``)."""
+    problems = []
+    for claim in claims:
+        if claim.kind != PAPER_CLAIM:
+            continue
+        if not claim.preconditions and not claim.control:
+            problems.append(f"{claim.id}: neither a power check (preconditions) nor a negative control (control); a "
+                            "claim that cannot fail by construction is a consistency check")
+        if not claim.preconditions and not claim.no_power_check:
+            problems.append(f"{claim.id}: no power check, and no_power_check does not say why none applies")
+        bounds = claim.rule.bounds
+        if (claim.rule.better in ("higher", "lower") and bounds and isinstance(claim.paper_value, (int, float))
+                and not isinstance(claim.paper_value, bool) and bounds[0] not in (0, 1)
+                and not math.isclose(bounds[0], claim.paper_value, rel_tol=1e-9) and not claim.threshold_why):
+            problems.append(f"{claim.id}: its rule tests {bounds[0]:g}, not the paper's {claim.paper_value:g}, and "
+                            "threshold_why does not say why")
+    return problems
+
+
+def _inherit(point: Measurement, central: Measurement) -> Measurement:
+    """A re-measurement (a grid point, a resample) with the central measurement's power checks and negative
+    control where it brings none of its own (they did not depend on what it varies)."""
+    return replace(point, preconditions=point.preconditions or central.preconditions,
+                   control=point.control if point.control is not None else central.control)
+
+
+def without_setting(measurement: Measurement, name: str) -> Measurement:
+    """``measurement`` re-aggregated with the setting ``name`` left out: by the function that made it where its
+    value is one (:func:`across_models` for models, :func:`across_seeds` with seeds, :func:`across` for the median of
+    single effects), else the value kept and only the setting dropped from k of n; its baseline and negative
+    control lose the same setting."""
+    effects = {k: v for k, v in (measurement.per_setting or {}).items() if k != name}
+    own = {k: v for k, v in (measurement.per_setting_interval or {}).items() if k != name}
+    samples = {k: v for k, v in (measurement.samples or {}).items() if k != name}
+    if measurement.models is not None and samples:
+        made = across_models(samples, note=measurement.note)
+    elif samples:
+        made = across_seeds(samples, note=measurement.note)
+    elif effects and math.isclose(float(np.median(list(measurement.per_setting.values()))), measurement.value,
+                                  rel_tol=1e-9, abs_tol=1e-12):
+        made = across(effects, note=measurement.note, intervals=own)
+    else:
+        made = replace(measurement, per_setting=effects, per_setting_interval=own or None)
+    side = {key: without_setting(other, name) if other is not None and other.per_setting and
+            name in other.per_setting else other
+            for key, other in (("baseline", measurement.baseline), ("control", measurement.control))}
+    return replace(made, preconditions=measurement.preconditions, grid={}, **side)
+
+
+def fragility(claim: Claim, measurement: Measurement) -> list[str]:
+    """What flips a hold or a fail, one sentence each (empty: nothing tried flips it): (a) each setting left out in
+    turn (:func:`without_setting`); (b) for a claim on trained models (``claim.trained``), resting on fewer than
+    :data:`MIN_MODELS` of them; (c) where the measurement carries bootstrap resamples of its evaluation items, the
+    verdict re-reached on fewer than :data:`RESAMPLED_AGREEMENT` of them. Inconclusive and not-testable verdicts
+    have nothing to flip."""
+    if measurement.not_testable:
+        return []
+    central = verdict(claim, measurement)[0]
+    if central not in (HOLDS, FAILS):
+        return []
+    found = []
+    if claim.trained and (measurement.models or 1) < MIN_MODELS:
+        found.append(f"rests on {measurement.models or 1} trained model(s), fewer than {MIN_MODELS}")
+    settings = list(measurement.per_setting or {})
+    if len(settings) > 1:
+        for name in settings:
+            left = verdict(claim, without_setting(measurement, name))[0]
+            if left != central:
+                found.append(f"{left} without {name}")
+    if measurement.resampled:
+        agree = sum(verdict(claim, _inherit(point, measurement))[0] == central for point in measurement.resampled)
+        share = agree / len(measurement.resampled)
+        if share < RESAMPLED_AGREEMENT:
+            found.append(f"{central} on only {share:.0%} of {len(measurement.resampled)} bootstrap resamples of the "
+                         "evaluation items")
+    return found
+
+
+def assumptions_deciding(judged: Mapping[str, Any]) -> list[str]:
+    """The assumptions of ours whose declared range flips a saved claim's verdict (its robustness entries that say
+    "depends on")."""
+    return [entry["assumption"] for entry in judged.get("robustness", []) if entry["text"].startswith("depends on")]
+
+
+def qualifier(judged: Mapping[str, Any]) -> str:
+    """What a saved hold or fail (a results.json claim) rests on besides the paper: "depends on <assumption>"
+    where our modelling choice flips it, "fragile: <what flips it>" (:func:`fragility`); empty for a firm verdict
+    and for inconclusive or not-testable ones. A qualified hold does not count toward "reproduced"."""
+    if judged.get("verdict") not in (HOLDS, FAILS):
+        return ""
+    parts = []
+    if assumptions_deciding(judged):
+        parts.append("depends on " + ", ".join(assumptions_deciding(judged)))
+    if judged.get("fragility"):
+        parts.append("fragile: " + "; ".join(judged["fragility"]))
+    return "; ".join(parts)
 
 
 def unmet_preconditions(claim: Claim, measurement: Measurement) -> list[str]:
@@ -491,9 +743,8 @@ def robustness(claim: Claim, measurement: Measurement) -> list[dict[str, Any]]:
             raise ValueError(f"claim {claim.id}: {assumption.name} measured at {sorted(measured)}, declared "
                              f"{list(assumption.values)}")
         # a grid point without power checks of its own keeps the central one's (they did not depend on it)
-        at = {value: measurement if value == assumption.central else
-              measured[value] if measured[value].preconditions else
-              replace(measured[value], preconditions=measurement.preconditions) for value in assumption.values}
+        at = {value: measurement if value == assumption.central else _inherit(measured[value], measurement)
+              for value in assumption.values}
         verdicts = {value: verdict(claim, at[value])[0] for value in assumption.values}
         unit = f" {assumption.unit}" if assumption.unit else ""
         span = f"{assumption.name} {_fmt_range(assumption.values)}{unit}"
@@ -593,13 +844,19 @@ def settings_undecided(rule: Rule, measurement: Measurement) -> int:
     return sum(outcome is None for outcome in _setting_outcomes(rule, measurement))
 
 
+#: The marks :func:`position` gives a value against the paper's, by where it stands in the rule's direction.
+SHORT_OF, AT, PAST = "short of the paper's effect", "at the paper's effect", "past the paper's effect"
+
+
 def position(claim: Claim, measurement: Measurement) -> str:
-    """Where the measurement stands against the paper's number, in the same unit and direction: below, near (within
-    ``claim.near``) or beyond it; for an ``up_to`` claim our best setting in the rule's direction (the largest where
-    higher is better, the smallest where lower is) is the one set beside the paper's best, as "best 3.57: near"; for
-    a claim whose rule is a band (the paper's range), where each setting falls ("3 of 4 inside 1.69–5.43, 1 below").
-    Empty for a consistency check (it has no paper value) and where the claim declares no band."""
-    if claim.kind == CONSISTENCY or measurement.value is None:
+    """Where the measurement stands against the paper's number, in the same unit and in the rule's direction:
+    :data:`SHORT_OF` (a weaker effect: below the paper's number where higher is better, above it where lower is),
+    :data:`AT` (within ``claim.near``) or :data:`PAST` it; for an ``up_to`` claim our best setting in the rule's
+    direction is the one set beside the paper's best, as "best 3.57: at the paper's effect"; for a claim whose rule is
+    a band (the paper's range), where each setting falls ("3 of 4 inside 1.69–5.43, 1 below"). Empty for a
+    consistency check (it has no paper value), a claim not testable here, a rule without a direction and where the
+    claim declares no band."""
+    if claim.kind == CONSISTENCY or measurement.value is None or measurement.not_testable:
         return ""
     rule = claim.rule
     if rule.better == "range" and rule.bounds is not None:
@@ -616,12 +873,14 @@ def position(claim: Claim, measurement: Measurement) -> str:
         pick = min if rule.better == "lower" else max
         value = pick(measurement.per_setting.values())
         prefix = f"best {value:.3g}: "
-    if claim.near is None or not isinstance(value, (int, float)) or isinstance(value, bool):
+    if (claim.near is None or rule.better not in ("higher", "lower") or not isinstance(value, (int, float))
+            or isinstance(value, bool)):
         return ""
     reference = float(claim.paper_value)
     if abs(value - reference) <= claim.near * abs(reference):
-        return prefix + "near"
-    return prefix + ("below" if value < reference else "beyond")
+        return prefix + AT
+    weaker = value < reference if rule.better == "higher" else value > reference
+    return prefix + (SHORT_OF if weaker else PAST)
 
 
 def _fmt_value(measurement: Measurement) -> str:
@@ -741,7 +1000,9 @@ class Report:
             else:
                 measured = f"measured {fmt(result['measured'])} against the paper's {fmt(claim.paper_value)}"
             grid = "".join(f"; {entry['text']}" for entry in result.get("robustness", []))
-            lines.append(f"- **{claim_id}** ({kind}{result['verdict']}{held}): {claim.statement}; {measured}{grid}.")
+            flips = "".join(f"; fragile: {text}" for text in result.get("fragility", []))
+            lines.append(f"- **{claim_id}** ({kind}{result['verdict']}{held}): {claim.shown_statement}; "
+                         f"{measured}{grid}{flips}.")
         return "\n".join(lines)
 
     def judge(self, id: str, measurement: Measurement) -> str:
@@ -751,6 +1012,10 @@ class Report:
         if any(c["id"] == id for c in self.judged):
             raise ValueError(f"claim id {id!r} judged twice")
         claim = self.declared[id]
+        if (claim.control and not measurement.not_testable and measurement.control is None
+                and measurement.baseline is None):
+            raise ValueError(f"claim {id} declares a negative control ({claim.control}) but the measurement carries "
+                             "none; pass it with measurement.controlled(...)")
         result, why = verdict(claim, measurement)
         held = settings_held(claim.rule, measurement) if measurement.per_setting else None
         undecided = settings_undecided(claim.rule, measurement)
@@ -783,6 +1048,22 @@ class Report:
         })
         if checks:
             self.judged[-1]["preconditions"] = checks
+        control = measurement.control if measurement.control is not None else measurement.baseline
+        if claim.control and control is not None:
+            self.judged[-1]["control"] = {
+                "text": claim.control, "measured": round_floats(control.value),
+                "interval": round_floats(control.interval),
+                "verdict": NOT_TESTABLE if control.not_testable else verdict(claim, control, powered=False)[0]}
+        for name in ("no_power_check", "threshold_why"):
+            if getattr(claim, name):
+                self.judged[-1][name] = getattr(claim, name)
+        flips = fragility(claim, measurement)
+        if flips:
+            self.judged[-1]["fragility"] = flips
+        if measurement.models is not None:
+            self.judged[-1]["models"] = measurement.models
+        if measurement.merged:
+            self.judged[-1]["merged"] = dict(measurement.merged)
         grid = robustness(claim, measurement)
         if grid:
             self.judged[-1]["robustness"] = round_floats(grid)
