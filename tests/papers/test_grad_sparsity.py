@@ -1,5 +1,6 @@
 """The gradient-sparsity paper module: speed-ups from hand-made cycle tables, the claims' measurements, bad names."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -7,6 +8,7 @@ from mlsysrepro.core.claims import robustness, verdict
 from mlsysrepro.papers import grad_sparsity
 
 CLAIMS = {claim.id: claim for claim in grad_sparsity.CLAIMS}
+STRONG = grad_sparsity.STRONG_R
 
 
 def layers(cycles: dict[tuple[str, str], float], networks=("a", "b", "c"), seeds=(0, 1)) -> pd.DataFrame:
@@ -66,14 +68,43 @@ def test_speedups_count_the_images_dense_unless_asked():
         200 / 30)
 
 
-def test_s4_counts_the_points_where_a_gradient_is_denser_than_its_mask():
+def test_k3_counts_the_points_where_a_gradient_is_denser_than_its_mask():
     relus = pd.DataFrame([dict(network="a", seed=0, epoch=0, relu=i, activation=0.5, gradient=g)
                           for i, g in enumerate((0.2, 0.5, float("nan")))])
     assert grad_sparsity.mask_bound(relus).value is True
     relus.loc[0, "gradient"] = 0.6
     measured = grad_sparsity.mask_bound(relus)
     assert measured.value is False and measured.note.startswith("1 of 2")
-    assert verdict(CLAIMS["S4"], measured)[0] == "fails"
+    assert verdict(CLAIMS["K3"], measured)[0] == "fails"
+    assert CLAIMS["K3"].kind == "consistency check"  # it cannot fail on a correct recorder: not a paper claim
+
+
+def relu_points(gradient, networks=("a", "b", "c"), seeds=(0, 1, 2)):
+    """Per network and seed, 12 ReLU points: mask densities spread over 0.2-0.9, gradient densities from
+    ``gradient(mask, rng)``."""
+    rng = np.random.default_rng(1)
+    return pd.DataFrame([dict(network=n, seed=s, epoch=0, relu=i, activation=m, gradient=gradient(m, rng))
+                         for n in networks for s in seeds for i, m in enumerate(np.linspace(0.2, 0.9, 12))])
+
+
+def test_s4_holds_where_the_gradient_follows_the_mask_and_fails_on_its_shuffled_control():
+    follows = relu_points(lambda m, rng: m * (0.8 + 0.05 * rng.random()))
+    measured = grad_sparsity.forward_backward_correlation(follows)
+    assert measured.value > 0.9 and measured.control.value < STRONG
+    assert verdict(CLAIMS["S4"], measured)[0] == "holds"
+    unrelated = relu_points(lambda m, rng: rng.uniform(0.1, 0.9), seeds=range(8))  # the upstream gradient decides
+    assert verdict(CLAIMS["S4"], grad_sparsity.forward_backward_correlation(unrelated))[0] == "fails"
+    flat = relu_points(lambda m, rng: m).assign(activation=0.5)
+    flat["gradient"] = np.random.default_rng(2).uniform(0.1, 0.5, len(flat))
+    assert verdict(CLAIMS["S4"], grad_sparsity.forward_backward_correlation(flat))[0] == "not testable here"
+
+
+def test_s3_needs_outputs_to_skip():
+    sparse = relu_points(lambda m, rng: m)
+    assert grad_sparsity.outputs_to_skip(sparse).value == pytest.approx(1 - np.linspace(0.2, 0.9, 12).mean())
+    dense = sparse.assign(activation=0.97)
+    assert grad_sparsity.outputs_to_skip(dense).value == pytest.approx(0.03)
+    assert not CLAIMS["S3"].preconditions[0].rule(grad_sparsity.outputs_to_skip(dense).value)
 
 
 def test_claims_without_a_model_are_not_testable_with_the_reason():
