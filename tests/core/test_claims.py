@@ -256,8 +256,10 @@ def test_two_identical_settings_are_counted_once():
     over = claim(above(0.0), min_share=0.5)
     assert settings_held(over.rule, across(effects)) == (2, 4)  # counted twice, it would pass on half
     assert settings_held(over.rule, merged) == (1, 3) and verdict(over, merged)[0] == "fails"
-    seeds = across_seeds({"a": [0.1, 0.2], "b": [0.1, 0.2], "c": [-0.1, -0.2]})  # same seeds, same bits: one run
-    assert list(seeds.per_setting) == ["a", "c"] and seeds.merged == {"b": "a"}
+    seeds = across_seeds({"a": [0.1, 0.2], "b": [0.1, 0.2], "c": [-0.1, -0.2]}, runs={"a": 1, "b": 1, "c": 2})
+    assert list(seeds.per_setting) == ["a", "c"] and seeds.merged == {"b": "a"} and list(seeds.samples) == ["a", "c"]
+    saturated = across_seeds({"a": [1.0, 1.0], "b": [1.0, 1.0]})  # equal values, distinct runs: both count
+    assert list(saturated.per_setting) == ["a", "b"] and saturated.merged is None
     six = {f"s{i}": 0.1 * i for i in range(6)} | {"copy": 0.5}
     with_copy = across(six, runs={k: (0.1 * 5 if k == "copy" else k) for k in six} | {"s5": 0.1 * 5})
     assert with_copy.interval == across({f"s{i}": 0.1 * i for i in range(6)}).interval  # the bootstrap too

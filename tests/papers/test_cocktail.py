@@ -12,6 +12,11 @@ from mlsysrepro.serving.ensemble import Voter
 CLAIMS = {claim.id: claim for claim in cocktail.CLAIMS}
 
 
+def apart(ratios: list[float], i: int) -> list[float]:
+    """``ratios`` moved by a trifle for setting ``i``: distinct runs (identical runs are counted once)."""
+    return [r + 1e-6 * i for r in ratios]
+
+
 def table(cocktail_over_infaas: dict[str, list[float]], clipper=3.0, infaas_accuracy=0.95) -> pd.DataFrame:
     rows = []
     for setting, ratios in cocktail_over_infaas.items():
@@ -25,16 +30,16 @@ def table(cocktail_over_infaas: dict[str, list[float]], clipper=3.0, infaas_accu
 
 
 def test_c1_holds_when_cocktail_is_cheaper_on_most_settings_and_fails_when_only_one_is():
-    cheap = table({f"c{i}": [0.6, 0.62, 0.61] for i in range(5)} | {"dear": [1.3, 1.31, 1.29]})
+    cheap = table({f"c{i}": apart([0.6, 0.62, 0.61], i) for i in range(5)} | {"dear": [1.3, 1.31, 1.29]})
     measured = cocktail.at_equal_accuracy(cheap, "cost")
     assert verdict(CLAIMS["C1"], measured)[0] == "holds"
     assert "6 of 6 settings at equal accuracy" in measured.note and "highest on t | dear (1.30)" in measured.note
-    one = table({f"c{i}": [1.2, 1.21, 1.19] for i in range(5)} | {"best": [0.5, 0.5, 0.51]})
+    one = table({f"c{i}": apart([1.2, 1.21, 1.19], i) for i in range(5)} | {"best": [0.5, 0.5, 0.51]})
     assert verdict(CLAIMS["C1"], cocktail.at_equal_accuracy(one, "cost"))[0] == "fails"
 
 
 def test_cost_is_compared_only_where_both_policies_reach_the_target():
-    cheap = table({f"c{i}": [0.6, 0.62, 0.61] for i in range(4)})
+    cheap = table({f"c{i}": apart([0.6, 0.62, 0.61], i) for i in range(4)})
     # InFaaS misses the target on c0 in one seed: c0 leaves the comparison, named in the note
     missed = cheap.copy()
     missed.loc[(missed.constraint == "c0") & (missed.policy == "infaas") & (missed.seed == 1), "accuracy"] = 0.93
@@ -46,26 +51,77 @@ def test_cost_is_compared_only_where_both_policies_reach_the_target():
 
 
 def test_a_setting_whose_seeds_straddle_one_is_undecided():
-    noisy = table({f"c{i}": [0.5, 1.5, 0.9] for i in range(3)})
+    noisy = table({f"c{i}": apart([0.5, 1.5, 0.9], i) for i in range(3)})
     assert verdict(CLAIMS["C1"], cocktail.at_equal_accuracy(noisy, "cost"))[0] == "inconclusive"
 
 
 def test_c2_c3_read_clipper_and_c4_reads_cocktails_attainment_on_reachable_classes():
-    rows = table({f"c{i}": [0.7, 0.7, 0.71] for i in range(3)})
+    rows = table({f"c{i}": apart([0.7, 0.7, 0.71], i) for i in range(3)})
     assert verdict(CLAIMS["C2"], cocktail.at_equal_accuracy(rows, "cost", "cocktail", "clipper"))[0] == "holds"
     models = cocktail.ratio_over_settings(rows, "models_mean", "cocktail", "clipper")
     assert models.value == pytest.approx(0.3) and verdict(CLAIMS["C3"], models)[0] == "holds"
     reachable = pd.Series({"c0": 0.002, "c1": 0.01, "c2": 0.0})
-    attainment = cocktail.attainment_over_settings(rows, reachable)
+    attainment = cocktail.attainment_over_settings(rows, reachable).given(target_bites=0.5)
     assert attainment.value == pytest.approx(0.95) and verdict(CLAIMS["C4"], attainment)[0] == "holds"
     assert "InFaaS: median 0.50" in attainment.note
+    assert verdict(CLAIMS["C4"], attainment.given(target_bites=0.1))[0] == "not testable here"  # an easy target
     low = rows.assign(target_attainment=0.6)
-    assert verdict(CLAIMS["C4"], cocktail.attainment_over_settings(low, reachable))[0] == "fails"
+    assert verdict(CLAIMS["C4"], cocktail.attainment_over_settings(low, reachable).given(target_bites=0.5))[0] == \
+        "fails"
     # a class whose target no selection reaches on validation leaves C4's settings; with none left, not testable
     one_out = cocktail.attainment_over_settings(low, reachable.replace({0.002: -0.0005}))
     assert set(one_out.per_setting) == {"t | c1", "t | c2"} and "c0 (best -0.0005 from its target)" in one_out.note
     none = cocktail.attainment_over_settings(low, reachable - 1)
     assert verdict(CLAIMS["C4"], none)[0] == "not testable here"
+
+
+def test_the_tie_control_fails_every_comparison_claim_and_c5_no_longer_passes_a_tie():
+    rows = table({f"c{i}": apart([0.7, 0.7, 0.71], i) for i in range(3)})
+    measure = lambda frame: cocktail.at_equal_accuracy(frame, "cost", "cocktail", "infaas")  # noqa: E731
+    control = cocktail.tie(measure, rows, "infaas")
+    # this table's InFaaS costs 100 in every setting and seed: one run, counted once
+    assert control.value == pytest.approx(1.0) and list(control.merged) == ["t | c1", "t | c2"]
+    for claim_id in ("C1", "C2", "C5", "C7"):
+        assert verdict(CLAIMS[claim_id], control)[0] == "fails", claim_id
+    assert verdict(CLAIMS["C1"], measure(rows).controlled(control))[0] == "holds"
+
+
+def test_target_bites_counts_the_admitted_models_that_miss_each_target():
+    from types import SimpleNamespace
+
+    labels = np.zeros(10, dtype=int)
+    predictions = np.array([[0] * 10, [0] * 9 + [1], [0] * 5 + [1] * 5, [1] * 10])  # 100, 90, 50, 0 % on test
+    zoo = SimpleNamespace(test_predictions=predictions, test_labels=labels)
+    voter = SimpleNamespace(accuracy=lambda p, y, members: float((p[members[0]] == y).mean()))
+    classes = pd.DataFrame([dict(name="tight", slo_ms=5.0, target=0.95), dict(name="loose", slo_ms=50.0, target=0.4)])
+    experiment = SimpleNamespace(zoo=zoo, voter=voter, latency_ms=np.array([20.0, 1.0, 1.0, 1.0]), classes=classes)
+    bites = cocktail.target_bites(experiment, pd.Series({"tight": 0.0, "loose": 0.1}))
+    assert bites.value == pytest.approx((1 + 1 / 4) / 2)  # tight: the 3 fast models all miss 95 %; loose: 1 of 4
+    assert "tight 1.00, loose 0.25" in bites.note
+
+
+def test_clippers_pool_is_redrawn_on_validation_bootstraps():
+    from types import SimpleNamespace
+
+    labels = np.zeros(400, dtype=int)
+    rng = np.random.default_rng(0)
+    clear = np.stack([rng.random(400) > e for e in (0.01, 0.2, 0.3)]).astype(int) ^ 1  # 1 % error far from 20 %
+    clear = 1 - clear
+    experiment = SimpleNamespace(zoo=SimpleNamespace(val_predictions=1 - (1 - clear), val_labels=labels),
+                                 voter=SimpleNamespace(priority=(clear == labels).mean(1)),
+                                 latency_ms=np.ones(3), classes=pd.DataFrame([dict(name="c", slo_ms=5.0)]))
+    assert cocktail.pool_resamples(experiment, 1.67, resamples=50).all()  # the best is far ahead: always alone
+    close = np.stack([rng.random(400) > e for e in (0.05, 0.06)]).astype(int)  # 5 % and 6 % error: at the edge
+    close = 1 - close
+    edge = SimpleNamespace(zoo=SimpleNamespace(val_predictions=close, val_labels=labels),
+                           voter=SimpleNamespace(priority=(close == labels).mean(1)), latency_ms=np.ones(2),
+                           classes=pd.DataFrame([dict(name="c", slo_ms=5.0)]))
+    same = cocktail.pool_resamples(edge, 1.1, resamples=200)
+    assert 0.1 < same.mean() < 0.9  # the pool hangs on a few images
+    from mlsysrepro.core.claims import across, fragility
+
+    held = cocktail.with_pool_resamples(across({"a": 0.5, "b": 0.4}), same)
+    assert fragility(CLAIMS["C3"], held.controlled(across({"a": 1.0, "b": 1.0})))[0].startswith("holds on only")
 
 
 def test_a_target_is_reachable_where_the_best_selection_meets_it_on_validation():

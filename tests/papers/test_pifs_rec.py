@@ -52,13 +52,14 @@ def test_each_step_is_judged_on_its_own_settings_not_pooled_with_the_others():
         pifs_rec.step_measurement(frame(latencies), "cxl")
 
 
-def test_p4_reads_pifs_latency_from_the_fewest_to_the_most_devices_and_p5_is_not_testable():
+def test_k4_reads_pifs_latency_from_the_fewest_to_the_most_devices_and_p5_is_not_testable():
     scaling = pd.DataFrame([dict(sweep="devices", value=v, design=d, latency_us=lat)
                             for v, pifs, pond in ((2, 80.0, 50.0), (16, 10.0, 50.0))
                             for d, lat in (("pifs", pifs), ("pond", pond))])
     measured = pifs_rec.device_scaling(scaling)
     assert measured.value == pytest.approx(8.0) and "Pond: 1.00x" in measured.note
-    assert verdict(CLAIMS["P4"], measured)[0] == "holds"
+    assert verdict(CLAIMS["K4"], measured)[0] == "holds"
+    assert CLAIMS["K4"].kind == "consistency check"  # the model spreads reads evenly: latency / devices by construction
     assert verdict(CLAIMS["P5"], pifs_rec.tco_and_energy())[0] == "not testable here"
 
 
@@ -148,3 +149,21 @@ def test_p3c_needs_a_hot_list_that_could_beat_lru_at_all():
     measured = pifs_rec.step_measurement(frame_, "pifs_hotness")
     assert verdict(CLAIMS["P3c"], measured.given(hotness_can_win=1.2))[0] == "fails"
     assert verdict(CLAIMS["P3c"], measured.given(hotness_can_win=0.5))[0] == "not testable here"
+
+
+def test_each_negative_control_takes_the_credited_mechanism_away_and_fails_its_claims_rule():
+    settings = resolve("pifs_rec", pifs_rec.PRESETS, {"scale": "smoke", "configs": [[2, 8, 64]], "rows": 5_000},
+                       pifs_rec.RANGES)
+    anchor = pd.DataFrame([dict(dim=64, table_rows=1_000, pooling=20, round=0, seconds_per_row=4e-9)])
+    assert pifs_rec.one_row_bags(settings).configs == [[2, 1, 64]]
+    for claim_id in pifs_rec.CONTROLS:
+        control = pifs_rec.control_ratio(settings, anchor, claim_id)
+        assert control.note.startswith("negative control") and len(control.per_setting) == 1
+        assert verdict(CLAIMS[claim_id], control, powered=False)[0] == "fails", claim_id
+    assert pifs_rec.control_ratio(settings, anchor, "P3b").value == pytest.approx(1.0)  # an empty buffer: no change
+    assert pifs_rec.control_ratio(settings, anchor, "P3d").value == pytest.approx(1.0)  # one device: no spreading
+    with pytest.raises(ValueError, match="claim_id must be one of"):
+        pifs_rec.control_ratio(settings, anchor, "P2")
+    small = pifs_rec.comparison(settings, anchor, ("beacon", "pifs"), buffer_bytes=2**16)  # 256 rows of 64 floats
+    whole = pifs_rec.whole_buffer(settings, anchor)
+    assert whole.value > pifs_rec.latency_ratio(small, "beacon", "pifs").value  # the buffer helps PIFS-Rec only

@@ -352,16 +352,15 @@ def across_seeds(samples: Mapping[str, Sequence[float]], note: str = "", resampl
     with replacement, then each drawn setting's seeds), so the interval carries the seeds' noise as well as the
     settings' spread (one setting: its own t-interval; fewer than :data:`MIN_BOOTSTRAP_SETTINGS`: no interval for
     the median, the settings' own intervals and k of n decide). A setting whose own interval straddles the rule's
-    threshold is undecided (:func:`verdict`). Settings with identical runs are counted once: those ``runs`` gives
-    one fingerprint, and those whose seeds gave the same values to the last bit (two seeds or more)."""
+    threshold is undecided (:func:`verdict`). ``runs``: a fingerprint of each setting's runs (of what was run, not of
+    the measured values alone: two settings whose seeds all saturate at 1.0 are not the same run); settings whose runs
+    are identical are counted once (:func:`distinct_runs`)."""
     samples = {str(k): np.asarray(v, dtype=float) for k, v in dict(samples).items()}
     if not samples or any(v.size == 0 for v in samples.values()):
         raise ValueError("across_seeds: every setting needs at least one sample")
     if runs is not None and set(map(str, runs)) != set(samples):
         raise ValueError(f"across_seeds: runs must name the settings of samples, {sorted(samples)}; got {sorted(runs)}")
-    fingerprints = dict(runs) if runs is not None else {
-        k: (run_fingerprint(v) if v.size > 1 else k) for k, v in samples.items()}
-    merged = distinct_runs(fingerprints)
+    merged = distinct_runs(runs) if runs is not None else {}
     samples = {k: v for k, v in samples.items() if k not in merged}
     note = _merge_note(note, merged)
     kept = {k: v.tolist() for k, v in samples.items()}

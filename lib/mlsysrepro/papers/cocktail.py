@@ -30,7 +30,7 @@ import pandas as pd
 from ..core.cache import cached
 from ..core.cloud import INSTANCE_TYPES, spot_prices
 from ..core.claims import (CONSISTENCY, Assumption, Claim, Measurement, Precondition, above, across_seeds, at_least,
-                           at_most, below, is_true, not_testable)
+                           at_most, below, is_true, not_testable, run_fingerprint)
 from ..core.progress import progress
 from ..core.tasks import TaskRunner
 from ..core.timing import clock
@@ -164,32 +164,49 @@ EQUAL_ACCURACY = "every (trace, constraint class) where both policies reach the 
 
 #: Every claim but K1 is a timing claim: which models fit an SLO is decided by the zoo's latencies timed on this
 #: machine, so the ensembles, InFaaS' model, the queues and the dropped share all move with the clock.
+#: The negative control of the claims that set Cocktail beside a baseline: the baseline against itself, a tie, which
+#: a claim that Cocktail does better must fail.
+TIE = "the baseline against itself (every setting a tie, ratio 1): its rule must fail"
+#: Why those claims have no power check: what would show the effect is detectable is Cocktail's selection differing
+#: from the baseline's where a claim is decided, which is issue-level work (a zoo where ensembling is needed).
+NO_POWER = ("no positive control yet: a setting where only an ensemble meets the target would show the effect is "
+            "detectable; here the tie control shows the rule can fail")
+#: C4's power check: the accuracy target bites, a quarter or more of the models the SLO admits would miss it.
+TARGET_BITES = Precondition("target_bites", "the accuracy target bites: of the models each reachable class's latency "
+                            "SLO admits, at least a quarter miss its target on test (the classes' median share)",
+                            at_least(0.25))
+
 CLAIMS = (
     Claim("C1", "Cocktail serves the load at a lower cost than InFaaS (single model), at equal accuracy",
           where="Abstract, Sec. 6.2", paper_value=round(1 / 1.45, 3), unit="cost, Cocktail / InFaaS",
           rule=below(1.0), over=EQUAL_ACCURACY + ", each over `seeds`", min_share=2 / 3, near=0.25, up_to=True,
-          timing=True, assumptions=(SLOT_SPEED, INFAAS_MANAGER, PRUNE_GUARD, PACKING)),
+          timing=True, assumptions=(SLOT_SPEED, INFAAS_MANAGER, PRUNE_GUARD, PACKING), control=TIE,
+          no_power_check=NO_POWER),
     Claim("C2", "Cocktail serves the load at a lower cost than Clipper (static full ensemble), at equal accuracy",
           where="Sec. 6.2, cost figure (WIKI strict: 55.28 against 75.56 $)", paper_value=round(55.28 / 75.56, 3),
           unit="cost, Cocktail / Clipper", rule=below(1.0), over=EQUAL_ACCURACY + ", each over `seeds`",
-          min_share=2 / 3, near=0.25, timing=True, assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD, PACKING)),
+          min_share=2 / 3, near=0.25, timing=True, assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD, PACKING),
+          control=TIE, no_power_check=NO_POWER),
     Claim("C3", "Cocktail answers a query with fewer models than Clipper",
           where="Sec. 6.2, models-per-query figure (Const1 p50: 4 against 10)", paper_value=0.4,
           unit="mean models per query, Cocktail / Clipper", rule=below(1.0),
           over="every (trace, constraint class) whose target some selection reaches and where Clipper ensembles "
                "(more than one model: else no policy can use fewer), each over `seeds`",
-          min_share=2 / 3, near=0.25, timing=True, assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD)),
+          min_share=2 / 3, near=0.25, timing=True, assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD), control=TIE,
+          no_power_check="Clipper's ensembling is the power: settings where it serves one model are left out"),
     Claim("C4", "Cocktail meets the accuracy target for most requests (the paper: up to 96 %; the rule asks for "
           "at least 90 %)", where="Abstract, Sec. 6.2", paper_value=0.96,
           unit="share of requests answered in minutes whose replayed accuracy met the target", rule=at_least(0.9),
           over="every (trace, constraint class) whose target some selection reaches on validation (the others are "
                "not testable), each over `seeds`", min_share=2 / 3, near=0.05, up_to=True, timing=True,
-          assumptions=(SLOT_SPEED, PRUNE_GUARD)),
-    Claim("C5", "Cocktail's tail latency is at or below InFaaS' (the paper: up to 2x lower), at equal accuracy",
+          assumptions=(SLOT_SPEED, PRUNE_GUARD), preconditions=(TARGET_BITES,),
+          threshold_why="the paper's 96 % is its best setting (\"up to\"); at least 90 % on two thirds of ours is "
+                        "the claim's \"most requests\""),
+    Claim("C5", "Cocktail's tail latency is lower than InFaaS' (the paper: up to 2x lower), at equal accuracy",
           where="Abstract, Sec. 6.2", paper_value=0.5,
-          unit="p99 latency (dropped requests counted at the timeout), Cocktail / InFaaS", rule=at_most(1.0),
+          unit="p99 latency (dropped requests counted at the timeout), Cocktail / InFaaS", rule=below(1.0),
           over=EQUAL_ACCURACY + ", each over `seeds`", min_share=2 / 3, near=0.25, up_to=True, timing=True,
-          assumptions=(SLOT_SPEED, INFAAS_MANAGER, PRUNE_GUARD, PACKING)),
+          assumptions=(SLOT_SPEED, INFAAS_MANAGER, PRUNE_GUARD, PACKING), control=TIE, no_power_check=NO_POWER),
     Claim("C6", "A longer sampling interval leaves more models per query",
           where="Sec. 6.3, sampling-interval figure (const-1: 4.4 models at 10 s, 5.72 at 120 s)",
           paper_value=SAMPLING_RATIO, unit="mean models per query, longest / shortest interval of `windows`",
@@ -202,11 +219,14 @@ CLAIMS = (
           where="Sec. 6.2, VM figure (WIKI strict: 37.9 against 85.3)", paper_value=round(37.9 / 85.3, 3),
           unit="mean VMs serving, Cocktail / Clipper", rule=below(1.0),
           over=EQUAL_ACCURACY + " and Clipper ensembles, each over `seeds`", min_share=2 / 3, near=0.25, timing=True,
-          assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD, PACKING)),
+          assumptions=(SLOT_SPEED, CLIPPER_POOL, PRUNE_GUARD, PACKING), control=TIE, no_power_check=NO_POWER),
     Claim("C8", "Under spot revocations Cocktail's accuracy stays within a point of its target",
           where="Sec. 6.4, failure figure (the artifact's failure.csv: at worst 0.87 points below)",
           paper_value=-0.87, unit="replayed accuracy at the highest revocation rate minus at none (points)",
-          rule=at_least(-1.0), over="the main trace and class, over `seeds`", timing=True),
+          rule=at_least(-1.0), over="the main trace and class, over `seeds`", timing=True,
+          control="a run that drops its ensembles' revoked members without replacing them: it must fall further",
+          no_power_check="not testable here (our simulator never changes an ensemble on a revocation)",
+          threshold_why="the paper's -0.87 is its worst case; \"within a point\" is the claim"),
     Claim("K1", "Every simulated run conserves its requests and bills every VM only while it runs",
           where="consistency (simulator invariants)", paper_value="every run", unit="all runs pass",
           rule=is_true(), over="every run of the comparison", kind=CONSISTENCY),
@@ -285,13 +305,15 @@ def lab(settings, trained: Zoo | None = None) -> Lab:
                constraint_classes(trained, voter, latency, settings.classes), batching(settings, trained))
 
 
-def clipper_pool(lab: Lab, slo_ms: float, error_ratio: float) -> tuple[int, ...]:
+def clipper_pool(lab: Lab, slo_ms: float, error_ratio: float,
+                 accuracy: np.ndarray | None = None) -> tuple[int, ...]:
     """Clipper's static ensemble for an SLO: the models meeting it whose validation error is at most ``error_ratio``
-    times that of the most accurate of them (:data:`CLIPPER_POOL`)."""
+    times that of the most accurate of them (:data:`CLIPPER_POOL`); ``accuracy``: each model's validation accuracy
+    (by default the voter's, on every validation image)."""
     candidates = eligible(lab.latency_ms, slo_ms)
     if candidates.size == 0:
         raise ValueError(f"no model meets the latency SLO of {slo_ms} ms")
-    error = 1 - lab.voter.priority[candidates]
+    error = 1 - (lab.voter.priority if accuracy is None else accuracy)[candidates]
     return tuple(int(m) for m in candidates[error <= error_ratio * error.min() + 1e-12])
 
 
@@ -640,8 +662,61 @@ def ratio_over_settings(table: pd.DataFrame, metric: str, policy: str = "cocktai
     ratios = (pivot[policy] / pivot[baseline]).reset_index(name="ratio")
     samples = {f"{trace} | {constraint}": group.ratio.tolist()
                for (trace, constraint), group in ratios.groupby(["trace", "constraint"], sort=False)}
+    # two classes whose runs are the same (every seed's value of both policies, to the bit) are one setting
+    runs = {f"{trace} | {constraint}": run_fingerprint(group[[policy, baseline]])
+            for (trace, constraint), group in pivot.reset_index().groupby(["trace", "constraint"], sort=False)}
     worst = max(samples, key=lambda k: np.mean(samples[k]))
-    return across_seeds(samples, note=f"highest on {worst} ({np.mean(samples[worst]):.2f})")
+    return across_seeds(samples, note=f"highest on {worst} ({np.mean(samples[worst]):.2f})", runs=runs)
+
+
+def tie(measure, table: pd.DataFrame, baseline: str) -> Measurement:
+    """The tie control (:data:`TIE`): ``measure`` (a claim's measurement function taking the comparison table) on the
+    table with Cocktail's rows replaced by ``baseline``'s, so every ratio is the baseline against itself."""
+    rows = table[table.policy != "cocktail"]
+    copied = rows[rows.policy == baseline].assign(policy="cocktail")
+    return measure(pd.concat([rows, copied], ignore_index=True))
+
+
+def target_bites(experiment: Lab, margins: pd.Series) -> Measurement:
+    """:data:`TARGET_BITES`: per class whose target is reachable (``margins`` at least 0), the share of the models its
+    latency SLO admits whose test accuracy misses the target; the median over the classes."""
+    classes = experiment.classes.set_index("name")
+    shares = {}
+    for name in margins[margins >= 0].index:
+        row = classes.loc[name]
+        admitted = eligible(experiment.latency_ms, row.slo_ms)
+        accuracy = np.array([experiment.voter.accuracy(experiment.zoo.test_predictions, experiment.zoo.test_labels,
+                                                       (m,)) for m in admitted])
+        shares[name] = float((accuracy < row.target).mean()) if admitted.size else 0.0
+    if not shares:
+        return not_testable("no class's target is reachable")
+    return Measurement(float(np.median(list(shares.values()))),
+                       note="share of admitted models missing the target: " + ", ".join(
+                           f"{k} {v:.2f}" for k, v in shares.items()))
+
+
+def pool_resamples(experiment: Lab, pool: float = CLIPPER_POOL.central, resamples: int = 200,
+                   seed: int = 0) -> np.ndarray:
+    """Whether Clipper's pool (:func:`clipper_pool`) of every class stays what it is when the validation images it is
+    chosen on are drawn again with replacement: one bool per bootstrap resample. C3 and C7 are decided on the
+    classes where Clipper ensembles, so where its pool hangs on a few validation images, so do they."""
+    zoo, rng = experiment.zoo, np.random.default_rng(seed)
+    correct = zoo.val_predictions == zoo.val_labels
+    central = [clipper_pool(experiment, row.slo_ms, pool) for row in experiment.classes.itertuples()]
+    same = np.empty(resamples, dtype=bool)
+    for draw in range(resamples):
+        accuracy = correct[:, rng.integers(correct.shape[1], size=correct.shape[1])].mean(1)
+        same[draw] = central == [clipper_pool(experiment, row.slo_ms, pool, accuracy)
+                                 for row in experiment.classes.itertuples()]
+    return same
+
+
+def with_pool_resamples(measured: Measurement, same: np.ndarray) -> Measurement:
+    """``measured`` (C3 or C7) with its re-measurements on validation bootstraps (:func:`pool_resamples`): the same
+    measurement where Clipper's pools are unchanged; where one changed, the run would differ and its verdict is not
+    re-reached (not testable on that resample)."""
+    changed = not_testable("Clipper's pool changes on this validation resample, so its runs would differ")
+    return measured.resampled_over([measured if kept else changed for kept in same])
 
 
 def where_clipper_ensembles(table: pd.DataFrame) -> tuple[pd.DataFrame, str]:
