@@ -187,12 +187,17 @@ def test_a_family_answered_at_its_prior_is_not_judged():
     def batch(answers):
         return type("Batch", (), {"answer": torch.tensor([TOKEN[a] for a in answers])})()
 
-    test = {"cell": batch(["1", "2", "3", "4"] * 50), "row_has": batch(["yes"] * 140 + ["no"] * 60)}
+    test = {"cell": batch(["1", "2", "3", "4"] * 50), "row_has": batch(["yes"] * 140 + ["no"] * 60),
+            "count": batch(["1"] * 45 + ["2"] * 155)}
     lab = type("Lab", (), {"test": test})()
     front = pd.concat([frontier({"none": {0.0: 0.9}}, families=("cell",)),
-                       frontier({"none": {0.0: 0.71}}, families=("row_has",))])
+                       frontier({"none": {0.0: 0.71}}, families=("row_has",)),
+                       frontier({"none": {0.0: 0.83}}, families=("count",))])
     answered = asymvlm.above_prior(lab, front, settings())
-    assert answered.prior.to_dict() == pytest.approx({"cell": 0.25, "row_has": 0.7})
-    assert asymvlm.judged(answered, ["cell", "row_has"]) == ["cell"]  # 0.71 is within 0.02 of always "yes"
+    assert answered.prior.to_dict() == pytest.approx({"cell": 0.25, "row_has": 0.7, "count": 0.775})
+    # 0.71 is within 0.02 of always "yes"; count's 0.83 is 0.055 above its prior, but only 1.9 standard errors over
+    # 200 items: its interval's lower end (0.772) does not clear the prior, so it is not a family the model answers
+    assert answered.low["count"] == pytest.approx(0.7723, abs=1e-3)
+    assert asymvlm.judged(answered, ["cell", "row_has", "count"]) == ["cell"]
     nothing = asymvlm.gap_over_best(front, settings(), asymvlm.judged(answered, ["row_has"]))
     assert "most common answer" in nothing.not_testable and nothing.value is None

@@ -46,6 +46,18 @@ def test_interconnect_claim_takes_its_interval_from_the_repeats_of_the_configura
     assert verdict(CLAIMS["C1"], measured)[0] == "holds"  # the 20 % floor would have straddled 0.5
 
 
+def test_c1s_negative_control_is_the_least_communication_heavy_model_and_a_hold_needs_it_to_fail():
+    heavy = stalls(0.7, 0.02)
+    light = stalls(0.2, 0.02).assign(model="compute_bound")
+    both = pd.concat([heavy, light], ignore_index=True)
+    control = ddl_stalls.interconnect_control(both)
+    assert control.value == pytest.approx(0.2) and "compute_bound" in control.note
+    assert verdict(CLAIMS["C1"], ddl_stalls.interconnect_claim(both).controlled(control))[0] == "holds"
+    everything_bound = pd.concat([heavy, stalls(0.6, 0.02).assign(model="also_heavy")], ignore_index=True)
+    blind = ddl_stalls.interconnect_claim(everything_bound).controlled(ddl_stalls.interconnect_control(everything_bound))
+    assert verdict(CLAIMS["C1"], blind)[0] == "not testable here"  # every model passes: the rule cannot tell
+
+
 def network(slowdowns: dict[str, list[float]]) -> pd.DataFrame:
     return pd.DataFrame([dict(pair=pair, model=f"m{i}", slowdown=s) for pair, values in slowdowns.items()
                          for i, s in enumerate(values)])

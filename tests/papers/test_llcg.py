@@ -117,6 +117,8 @@ def test_counted_bytes_ratio_and_ggs_ratio():
     assert measured.value == pytest.approx(500.0) and "a, metis 10" in measured.note
     assert verdict(CLAIMS["C4"], measured)[0] == "holds"
     assert verdict(CLAIMS["C4"], llcg.ggs_over_llcg(paper.assign(bytes=1e6), trained))[0] == "fails"
+    itself = llcg.ggs_over_llcg(paper, trained, "LLCG")  # the negative control: LLCG against itself
+    assert itself.value == pytest.approx(1.0) and verdict(CLAIMS["C4"], measured.controlled(itself))[0] == "holds"
 
 
 def test_runs_reject_an_unknown_engine():
@@ -142,6 +144,16 @@ def test_local_steps_gap_takes_the_better_schedule_and_model_margins_every_model
     measured = llcg.model_margins(table)
     assert measured.per_setting == {"gcn": 1.0, "gat": 2.0, "appnp": -1.0}
     assert verdict(CLAIMS["C8"], measured)[0] == "fails"  # "every model": one behind is enough
+    ahead = table.assign(**{"score mean": [70.0, 71.0, 60.0, 62.0, 49.0, 50.0]})
+    assert verdict(CLAIMS["C8"], llcg.model_margins(ahead).controlled(llcg.model_margins(ahead, reversed_=True)))[0] \
+        == "holds"
+    tied = table.assign(**{"score mean": [70.0, 70.0, 60.0, 60.0, 50.0, 50.0]})  # a tie passes ">= 0" both ways
+    assert verdict(CLAIMS["C8"], llcg.model_margins(tied).controlled(llcg.model_margins(tied, reversed_=True)))[0] \
+        == "not testable here"
+    # C5: more local steps leave the gap, and the correction removes it; where it does not, the rule cannot tell
+    stays = llcg.local_steps_gap(0.9, growing=0.85, best_k=0.87)
+    assert verdict(CLAIMS["C5"], stays.controlled(llcg.corrected_gap(0.9, 0.898)))[0] == "holds"
+    assert verdict(CLAIMS["C5"], stays.controlled(llcg.corrected_gap(0.9, 0.86)))[0] == "not testable here"
     assert verdict(CLAIMS["K1"], llcg.engines_agree(1e-7))[0] == "holds"
 
 

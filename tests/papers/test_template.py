@@ -2,6 +2,7 @@
 
 import torch
 
+from mlsysrepro.core.claims import verdict
 from mlsysrepro.papers import template
 
 
@@ -37,3 +38,17 @@ def test_claim_c1_holds_for_a_1_over_b_law_and_fails_for_a_flat_one():
     sizes = [1, 2, 4, 8]
     assert verdict(claim, template.inverse_batch_law(sizes, torch.tensor([2.0 / b for b in sizes])))[0] == "holds"
     assert verdict(claim, template.inverse_batch_law(sizes, torch.tensor([2.0 / b**0.5 for b in sizes])))[0] == "fails"
+
+
+def test_the_negative_control_repeats_one_example_so_the_variance_cannot_fall_and_the_rule_fails():
+    generator = torch.Generator().manual_seed(0)
+    x, y = template.make_regression(2_000, 4, generator)
+    grads = template.per_example_gradients(x, y, template.fit_least_squares(x, y, 200))
+    sizes = [1, 4, 16, 64]
+    repeated = template.minibatch_gradient_variance(grads, sizes, 400, generator, repeated=True)
+    control = template.inverse_batch_law(sizes, repeated)
+    assert abs(control.value) < 0.1  # a batch of copies is as noisy as one example
+    claim = template.CLAIMS[0]
+    independent = template.inverse_batch_law(sizes, template.minibatch_gradient_variance(grads, sizes, 400, generator))
+    assert verdict(claim, independent.controlled(control))[0] == "holds"
+    assert verdict(claim, control)[0] == "fails"

@@ -101,7 +101,10 @@ CLAIMS = (
           unit="largest interconnect share of the RUN1 iteration, (RUN1 - RUN0) / RUN1, the paper's 'up to'",
           rule=at_least(0.5), over="every model of `models` on every multi-GPU one-machine configuration",
           near=0.25, timing=True,
-          assumptions=(GPU_EFFICIENCY,)),
+          assumptions=(GPU_EFFICIENCY,),
+          threshold_why="the paper's 90 % is its 'up to'; \"most of an iteration\" is more than half of it",
+          control="the least communication-heavy model of `models` (the smallest largest share), which must not "
+                  "reach half", no_power_check="its negative control shows the emulation leaves room to fail"),
     Claim("C2", "Splitting the same workers over two machines slows training by up to 5x",
           where="Abstract, Sec. 4 (network stall)", paper_value=5.0,
           unit="largest slowdown over the models and pairs of `network_pairs`, two machines / one machine (RUN1)",
@@ -110,11 +113,15 @@ CLAIMS = (
           preconditions=(NOISE_RESOLVES_BAND,), assumptions=(GPU_EFFICIENCY, NETWORK_EFFICIENCY)),
     Claim("C3", "The most expensive instance is not always the best per epoch", where="Abstract, Sec. 5 (cost)",
           paper_value="not always the best", unit="share of models whose priciest configuration is not the "
-          "cheapest per epoch", rule=at_least(1.0), over="every model of `models`"),
+          "cheapest per epoch", rule=at_least(1.0), over="every model of `models`",
+          control="a price table that falls per GPU with the instance's size, on which the priciest can be cheapest",
+          no_power_check="not measured here: the verdict is fixed by the price table (check K1)"),
     Claim("C4", "Communication stall tracks gradient-tensor count and bytes, not layer count",
           where="Sec. 6 (macroscopic model)", paper_value="tensors and bytes, not layers",
           unit="min(R² tensors, R² bytes) - R² layers", rule=at_least(0.0),
-          over="the depth family of `macro_models`"),
+          over="the depth family of `macro_models`",
+          control="the same fit on links that charge per layer, where layer count must win",
+          no_power_check="not measured here: the links are emulated, so the fit recovers the emulator (check K2)"),
     Claim("K1", "The most expensive configuration is never the cheapest per epoch, by construction: the prices grow "
           "linearly with the GPUs, so it could be cheapest only if communication took negative time",
           where="this reproduction", paper_value=1.0, unit="share of models whose priciest configuration is not "
@@ -483,6 +490,16 @@ def interconnect_claim(stalls: pd.DataFrame, efficiency_ratio: float = 1.0) -> M
                        note=f"{top.model} on {top.configuration}; the instrumented exposed communication there is "
                             f"{top.exposed_comm / top.RUN1:.0%}; {int((one_machine.interconnect_share >= 0.5).sum())} "
                             f"of {len(one_machine)} pairs at 50 % or more; interval: {noise}")
+
+
+def interconnect_control(stalls: pd.DataFrame, efficiency_ratio: float = 1.0) -> Measurement:
+    """C1's negative control: :func:`interconnect_claim` on the least communication-heavy model of the frame alone
+    (the one whose largest one-machine interconnect share is smallest), which must not reach half an iteration: if
+    even it did, the emulation would make every model communication-bound and C1's rule could not fail."""
+    one_machine = stalls[~stalls.configuration.str.startswith("2x") & (stalls.workers > 1)]
+    least = one_machine.groupby("model").interconnect_share.max().idxmin()
+    measured = interconnect_claim(stalls[stalls.model == least], efficiency_ratio)
+    return replace(measured, note=f"least communication-heavy model: {least}; {measured.note}")
 
 
 def network_claim(network: pd.DataFrame, noise: float = 0.0) -> Measurement:

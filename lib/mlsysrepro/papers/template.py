@@ -33,7 +33,10 @@ RANGES = {"n_samples": (2, None), "n_features": (1, None), "n_draws": (2, None),
 CLAIMS = (
     Claim("C1", "Mini-batch gradient variance is inversely proportional to the batch size", where="eq. (1)",
           paper_value=-1.0, unit="log-log slope of E||g_B - g||^2 against B", rule=within(-1.1, -0.9),
-          over="batch sizes 1, 2, 4, ..., 2**max_batch_log2 at the least-squares optimum", near=0.1),
+          over="batch sizes 1, 2, 4, ..., 2**max_batch_log2 at the least-squares optimum", near=0.1,
+          control="batches of one example repeated B times (draws not independent): the variance cannot fall with B",
+          no_power_check="eq. (1) is exact in expectation, so the effect is always there to show; the negative "
+                         "control shows that the rule can fail"),
 )
 
 
@@ -65,13 +68,15 @@ def per_example_gradients(x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> 
 
 
 def minibatch_gradient_variance(
-    grads: torch.Tensor, batch_sizes: list[int], n_draws: int, generator: torch.Generator
+    grads: torch.Tensor, batch_sizes: list[int], n_draws: int, generator: torch.Generator, repeated: bool = False
 ) -> torch.Tensor:
-    """Monte-Carlo ``E ||g_B - g||^2`` for each batch size, all draws of one size in one gather."""
+    """Monte-Carlo ``E ||g_B - g||^2`` for each batch size, all draws of one size in one gather. ``repeated``: each
+    batch is one example drawn B times, eq. (1)'s independence taken away (C1's negative control: no fall with B)."""
     full = grads.mean(0)
     out = []
     for b in batch_sizes:
-        idx = torch.randint(len(grads), (n_draws, b), generator=generator)
+        idx = (torch.randint(len(grads), (n_draws, 1), generator=generator).expand(n_draws, b) if repeated else
+               torch.randint(len(grads), (n_draws, b), generator=generator))
         batch_means = grads[idx].mean(1)  # (n_draws, d)
         out.append(((batch_means - full) ** 2).sum(1).mean())
     return torch.stack(out)
