@@ -83,3 +83,26 @@ def test_c4_without_a_pair_in_reach_is_not_testable():
     table = timer_table(100.0, [90.0, 100.0, 110.0, 80.0])
     measured = dally.autotuner_vs_best_fixed(table[~table.timers.isin(["(6, 12)", "(16, 20)"])], history=20)
     assert verdict(CLAIMS["C4"], measured)[0] == "not testable here" and "fixed_timers" in measured.not_testable
+
+
+def test_c4_leaves_out_traces_where_the_timers_cannot_matter_and_its_control_is_the_shortest_pair():
+    matter = timer_table(101.0, [130.0, 100.0, 110.0, 80.0], traces=("a", "b"))
+    flat = timer_table(100.0, [100.0, 100.0, 100.0, 100.0], traces=("alibaba",))  # every pair the tuner's JCT
+    measured = dally.autotuner_vs_best_fixed(pd.concat([matter, flat]), history=20)
+    assert set(measured.per_setting) == {"a", "b"} and "left out, no pair in reach 5% worse" in measured.note
+    assert "alibaba" in measured.note
+    control = dally.autotuner_vs_best_fixed(pd.concat([matter, flat]), history=20, control=True)
+    assert control.value == pytest.approx(1.3)  # (0, 0), no delay scheduling, 30 % behind the best pair in reach
+    assert verdict(CLAIMS["C4"], measured.controlled(control))[0] == "holds"
+    only_flat = dally.autotuner_vs_best_fixed(flat, history=20)
+    assert verdict(CLAIMS["C4"], only_flat)[0] == "not testable here" and "matter on no trace" in only_flat.not_testable
+    blind = timer_table(101.0, [101.0, 100.0, 110.0, 80.0], traces=("a", "b"))  # no timers at all does as well
+    both = dally.autotuner_vs_best_fixed(blind, 20).controlled(dally.autotuner_vs_best_fixed(blind, 20, control=True))
+    assert verdict(CLAIMS["C4"], both)[0] == "not testable here"
+
+
+def test_c1_and_c2_carry_the_tie_control():
+    table = pd.DataFrame([dict(trace=t, policy=p, makespan_s=m) for t in "abc"
+                          for p, m in (("tiresias", 100.0), ("dally", 80.0))])
+    measured = dally.gain_over_traces(table, "makespan_s")
+    assert measured.control.value == 0.0 and verdict(CLAIMS["C1"], measured)[0] == "holds"
