@@ -108,29 +108,35 @@ def status(paper: Paper, results: dict | None) -> str:
         return "partly tested"
     if counts[HOLDS] == 0:
         return "inconclusive" if counts[FAILS] == 0 else "not reproduced at this scale"
-    holds = [c for c in results["claims"] if c["kind"] == PAPER_CLAIM and c["verdict"] == HOLDS]
-    deciding = list(dict.fromkeys(name for c in holds for name in assumptions_deciding(c)))
-    deciding += [f"fragile {c['id']}" for c in holds if c.get("fragility")]
+    deciding = _deciding([c for c in results["claims"] if c["kind"] == PAPER_CLAIM and c["verdict"] == HOLDS])
     if counts[HOLDS] == testable and 3 * testable >= 2 * total and not deciding:
         return "reproduced"
-    return "partly reproduced" + (f" (depends on {', '.join(deciding)})" if deciding else "")
+    return "partly reproduced" + (f" (depends on {deciding})" if deciding else "")
+
+
+def _deciding(claims: list[dict]) -> str:
+    """What the verdicts of ``claims`` rest on besides the paper: the assumptions of ours whose range flips them, then
+    the fragile ones by id (:func:`mlsysrepro.core.claims.qualifier`); empty where nothing does."""
+    names = list(dict.fromkeys(name for c in claims for name in assumptions_deciding(c)))
+    names += [f"fragile {c['id']}" for c in claims if c.get("fragility")]
+    return ", ".join(names)
 
 
 def verdict_summary(results: dict | None, kind: str = PAPER_CLAIM) -> str:
-    """``k of n hold, m inconclusive, t not testable`` for the claims of ``kind``, with how many holds and fails rest
-    on an assumption of ours or are fragile (:func:`mlsysrepro.core.claims.qualifier`); ``-`` without any."""
+    """``k of n hold, m inconclusive, t not testable`` for the claims of ``kind``, with what the holds and the fails
+    rest on besides the paper, the assumptions of ours and the fragile claims (:func:`_deciding`); ``-`` without
+    any."""
     if not results:
         return "-"
     counts = tally(results, kind)
     total = sum(counts.values())
     if not total:
         return "-"
-    qualified = {v: sum(1 for c in results["claims"] if c["kind"] == kind and c["verdict"] == v and qualifier(c))
-                 for v in (HOLDS, FAILS)}
+    deciding = {v: _deciding([c for c in results["claims"] if c["kind"] == kind and c["verdict"] == v])
+                for v in (HOLDS, FAILS)}
 
     def count(verdict: str) -> str:
-        return f"{counts[verdict]}" + (f" ({qualified[verdict]} fragile or depending on our choices)"
-                                       if qualified.get(verdict) else "")
+        return f"{counts[verdict]}" + (f" (depending on {deciding[verdict]})" if deciding.get(verdict) else "")
 
     text = f"{count(HOLDS)} of {total} hold"
     text += "".join(f", {count(v)} {v.replace(' here', '')}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE)
