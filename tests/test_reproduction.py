@@ -263,3 +263,24 @@ def test_committed_runs_read_the_history_of_a_papers_results():
     runs = reproduction.committed_runs(catalog.by_name("llcg"))
     assert 1 <= len(runs) <= reproduction.STABILITY_RUNS and runs[0]["paper"] == "llcg"
     assert len({json.dumps(r, sort_keys=True) for r in runs}) == len(runs)  # one per distinct content
+
+
+def test_a_run_judged_before_a_threshold_reason_was_declared_is_shown_with_it(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from mlsysrepro.core.claims import Claim, at_most
+
+    declared = Claim("C1", "no loss", where="Table", paper_value=0.0, unit="ppl ratio - 1", rule=at_most(0.02),
+                     over="seeds", threshold_why="the paper's table shows about 2 %", no_power_check="a parity claim")
+    saved = claim("C1", HOLDS) | {"statement": "no loss", "rule": "measured <= 0.02", "paper_value": 0.0}
+    (tmp_path / "results.json").write_text(json.dumps({"claims": [saved]}))
+    paper = SimpleNamespace(name="p", results_path=lambda: tmp_path / "results.json",
+                            module=lambda: SimpleNamespace(CLAIMS=(declared,)))
+    monkeypatch.setattr(reproduction, "stale", lambda p: [])
+    monkeypatch.setattr(reproduction, "last_run_failed", lambda p: False)
+    shown = reproduction._results(paper)["claims"][0]
+    assert shown["threshold_why"] == "the paper's table shows about 2 %" and shown["no_power_check"] == "a parity claim"
+    assert "(threshold `measured <= 0.02`, not the paper's 0: the paper's table shows about 2 %)" in \
+        reproduction._statement(shown)
+    over_settings = shown | {"rule": "measured <= 0.02 on >= 67% of settings and for the median"}
+    assert "(threshold `measured <= 0.02`, not" in reproduction._statement(over_settings)

@@ -45,13 +45,25 @@ RUNTIMES_START, RUNTIMES_END = "<!-- runtimes:start -->", "<!-- runtimes:end -->
 STABILITY_RUNS = 5
 
 
+#: What a claim's declaration says in words that its run does not measure: a run judged before these were declared is
+#: shown with the current declaration's (the claims are otherwise unchanged, or the run would be stale).
+DECLARED_WORDS = ("threshold_why", "no_power_check")
+
+
 def _results(paper: Paper) -> dict | None:
     """The paper's committed results, None if it has none, its last run failed (its folder then still holds the
-    run before, which no longer describes the notebook) or its claims changed since that run (:func:`stale`)."""
+    run before, which no longer describes the notebook) or its claims changed since that run (:func:`stale`); each
+    claim with the words of its declaration that its run need not have recorded (:data:`DECLARED_WORDS`)."""
     path = paper.results_path()
     if not path.exists() or last_run_failed(paper) or stale(paper):
         return None
-    return json.loads(path.read_text())
+    results = json.loads(path.read_text())
+    declared = {claim.id: claim for claim in paper.module().CLAIMS}
+    for claim in results["claims"]:
+        for name in DECLARED_WORDS:
+            if getattr(declared[claim["id"]], name) and name not in claim:
+                claim[name] = getattr(declared[claim["id"]], name)
+    return results
 
 
 def stale(paper: Paper) -> list[str]:
@@ -230,7 +242,8 @@ def _statement(claim: dict) -> str:
     claim says (:attr:`mlsysrepro.core.claims.Claim.shown_statement`)."""
     if not claim.get("threshold_why"):
         return claim["statement"]
-    return (f"{claim['statement'].rstrip('.')} (threshold `{claim['rule']}`, not the paper's "
+    threshold = claim["rule"].split(" on >= ")[0]  # the rule's test, without the share of settings
+    return (f"{claim['statement'].rstrip('.')} (threshold `{threshold}`, not the paper's "
             f"{_fmt(claim['paper_value'])}: {claim['threshold_why']})")
 
 
