@@ -101,6 +101,35 @@ def test_c4_is_judged_per_prompt_set_over_the_models():
         [agreement(0.99, 0.5, 0.5), agreement(0.98, 0.6, 0.4), agreement(0.97, 0.55, 0.45)]))[0] == "fails"
 
 
+def test_c4s_control_compares_different_models_and_catches_a_ranking_the_architecture_fixes():
+    import torch
+
+    from mlsysrepro.kvcache.profiling import HeadProfile
+
+    generator = torch.Generator().manual_seed(0)
+
+    def models(layer: torch.Tensor, count: int = 4) -> list[dict]:
+        """``count`` models of 8 layers x 8 heads (32 caches), each profiled on four prompt sets that barely differ."""
+        made = []
+        for _ in range(count):
+            head = torch.rand(8, 8, generator=generator) + 0.5
+            made.append({k: HeadProfile(head * (1 + 0.01 * torch.rand(8, 8, generator=generator)), layer)
+                         for k in ("A", "B", "ptb", "retrieval")})
+        return made
+
+    fixed = models(2.0 ** torch.arange(8.0))  # the layer factor dominates: every model ranks the caches alike
+    control = baklava.cross_model_consistency(fixed, kv_heads=4)
+    assert control.value > 0.8 and verdict(CLAIMS["C4"], control)[0] == "holds"  # the rule passes across models too
+    consistent = baklava.ranking_consistency([baklava.consistency(p, 4) for p in fixed])
+    assert verdict(CLAIMS["C4"], consistent.controlled(control))[0] == "not testable here"
+    own = models(torch.ones(8))  # no layer factor: each model's own heads decide, and models disagree
+    apart = baklava.cross_model_consistency(own, kv_heads=4)
+    assert verdict(CLAIMS["C4"], apart)[0] == "fails"
+    assert verdict(CLAIMS["C4"], baklava.ranking_consistency([baklava.consistency(p, 4) for p in own])
+                   .controlled(apart))[0] == "holds"
+    assert baklava.cross_model_consistency(own[:1], kv_heads=4).not_testable
+
+
 def c5_grid(ours: float, rival: float, control: float, models=(0, 1, 2)) -> pd.DataFrame:
     accuracies = {"baklava": [ours] * 4, "pyramid": [rival] * 4, "adakv": [rival - 0.1] * 4, "reversed": [control] * 4}
     return pd.concat([grid({a: [6.0] * 4 for a in accuracies}, accuracies, models=models, policy=p)
