@@ -59,12 +59,12 @@ def test_a_fragile_or_assumption_dependent_hold_does_not_make_a_paper_reproduced
     assert reproduction.status(catalog.by_name("llcg"), {"claims": firm}) == "reproduced"
     leaning = [claim("C1", HOLDS) | depends, claim("C2", HOLDS) | fragile, claim("C3", NOT_TESTABLE)]
     assert reproduction.status(catalog.by_name("llcg"), {"claims": leaning}) == \
-        "partly reproduced (depends on buffer_mib, fragile C2)"
+        "partly reproduced (depends on buffer_mib; fragile: C2)"
     mixed = [claim("C1", HOLDS) | depends, claim("C2", FAILS) | depends, claim("C3", INCONCLUSIVE)]
     assert reproduction.status(catalog.by_name("llcg"), {"claims": mixed}) == "partly reproduced (depends on buffer_mib)"
-    assert reproduction.verdict_summary({"claims": mixed}) == ("1 (depending on buffer_mib) of 3 hold, "
-                                                              "1 (depending on buffer_mib) fails, 1 inconclusive")
-    assert reproduction.verdict_summary({"claims": leaning}) == ("2 (depending on buffer_mib, fragile C2) of 3 hold, "
+    assert reproduction.verdict_summary({"claims": mixed}) == ("1 (depends on buffer_mib) of 3 hold, "
+                                                              "1 (depends on buffer_mib) fails, 1 inconclusive")
+    assert reproduction.verdict_summary({"claims": leaning}) == ("2 (depends on buffer_mib; fragile: C2) of 3 hold, "
                                                                 "1 not testable")
     rows = "\n".join(reproduction._claim_rows(mixed, {}))
     assert "| **fails** (depends on buffer_mib) |" in rows and "| holds (depends on buffer_mib) |" in rows

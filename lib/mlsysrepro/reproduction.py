@@ -104,7 +104,7 @@ def status(paper: Paper, results: dict | None) -> str:
     at this scale`` where at least one fails and none holds, and ``partly reproduced`` otherwise (some hold, and some
     fail, are inconclusive or were not testable). A hold that is fragile or depends on an assumption of ours
     (:func:`mlsysrepro.core.claims.qualifier`) does not count toward "reproduced": the status then says
-    ``partly reproduced (depends on ...)``, naming the assumptions and the fragile claims."""
+    ``partly reproduced (depends on ...; fragile: ...)``, naming the assumptions and the fragile claims."""
     if not paper.notebook.exists():
         return "planned"
     if last_run_failed(paper):
@@ -123,15 +123,17 @@ def status(paper: Paper, results: dict | None) -> str:
     deciding = _deciding([c for c in results["claims"] if c["kind"] == PAPER_CLAIM and c["verdict"] == HOLDS])
     if counts[HOLDS] == testable and 3 * testable >= 2 * total and not deciding:
         return "reproduced"
-    return "partly reproduced" + (f" (depends on {deciding})" if deciding else "")
+    return "partly reproduced" + (f" ({deciding})" if deciding else "")
 
 
 def _deciding(claims: list[dict]) -> str:
-    """What the verdicts of ``claims`` rest on besides the paper: the assumptions of ours whose range flips them, then
-    the fragile ones by id (:func:`mlsysrepro.core.claims.qualifier`); empty where nothing does."""
+    """What the verdicts of ``claims`` rest on besides the paper: "depends on <the assumptions of ours whose range
+    flips them>; fragile: <the fragile ones by id>" (:func:`mlsysrepro.core.claims.qualifier`); empty where nothing
+    does."""
     names = list(dict.fromkeys(name for c in claims for name in assumptions_deciding(c)))
-    names += [f"fragile {c['id']}" for c in claims if c.get("fragility")]
-    return ", ".join(names)
+    fragile = [c["id"] for c in claims if c.get("fragility")]
+    return "; ".join(([f"depends on {', '.join(names)}"] if names else [])
+                     + ([f"fragile: {', '.join(fragile)}"] if fragile else []))
 
 
 def verdict_summary(results: dict | None, kind: str = PAPER_CLAIM) -> str:
@@ -148,7 +150,7 @@ def verdict_summary(results: dict | None, kind: str = PAPER_CLAIM) -> str:
                 for v in (HOLDS, FAILS)}
 
     def count(verdict: str) -> str:
-        return f"{counts[verdict]}" + (f" (depending on {deciding[verdict]})" if deciding.get(verdict) else "")
+        return f"{counts[verdict]}" + (f" ({deciding[verdict]})" if deciding.get(verdict) else "")
 
     text = f"{count(HOLDS)} of {total} hold"
     text += "".join(f", {count(v)} {v.replace(' here', '')}" for v in (FAILS, INCONCLUSIVE, NOT_TESTABLE)
