@@ -270,16 +270,6 @@ def _per_setting(claim: dict) -> str:
                                                  else "") for name, value in claim["per_setting"].items())
 
 
-def _control_text(claim: dict) -> str:
-    """The claim's negative control in words: what it is, what it measured, the verdict its rule gave there."""
-    control = claim.get("control")
-    if not control:
-        return ""
-    measured = "" if control["measured"] is None else f" measured {_fmt(control['measured'])}" + (
-        f" [{_fmt(control['interval'][0])}, {_fmt(control['interval'][1])}]" if control.get("interval") else "")
-    return f"negative control: {_fmt(control['text'])},{measured}: {control['verdict']}"
-
-
 def _claim_details(claims: list[dict]) -> list[str]:
     """A collapsible block under the claims table: per claim where the paper says it, the unit, the rule and why it
     gave this verdict, each setting's value (under 6 settings), the robustness over our modelling choices and the
@@ -291,7 +281,6 @@ def _claim_details(claims: list[dict]) -> list[str]:
                  f"why: {_fmt(c['why'])}" if c.get("why") else "",
                  f"per setting: {_per_setting(c)}" if _per_setting(c) else "",
                  f"robustness: {'; '.join(entry['text'] for entry in c['robustness'])}" if c.get("robustness") else "",
-                 _control_text(c),
                  f"no power check: {_fmt(c['no_power_check'])}" if c.get("no_power_check") else "",
                  f"fragile: {'; '.join(c['fragility'])}" if c.get("fragility") else "",
                  f"identical runs counted once: {', '.join(f'{a} = {b}' for a, b in c['merged'].items())}"
