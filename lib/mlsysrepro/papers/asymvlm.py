@@ -452,7 +452,7 @@ def above_prior(lab: Lab, front: pd.DataFrame, settings) -> pd.DataFrame:
     """Per test family: the unpruned model's ``accuracy`` with the lower end of its 95 % Wilson interval over the
     family's items (``low``), the share of the family's most common answer (``prior``: what a model that ignores the
     image scores) and ``learned``, whether the accuracy beats the prior by at least ``tolerance`` *with its interval*
-    (``low - prior >= tolerance``: a point estimate 1.3 standard errors above the prior is not a family the model
+    (``low - prior >= tolerance``: a point estimate within its noise of the prior is not a family the model
     answers). On a family answered at its prior every pruner scores the same, whatever it keeps, so no pruner's
     effect can show there: the frontier claims are judged over the learned families (:func:`judged`)."""
     rows = []
